@@ -1,0 +1,169 @@
+/*
+ * slabkit.h — the one public header of slabkit.
+ *
+ * slabkit is the Linux kernel's memory-allocation stack in user space:
+ * slices of address space, a buddy page allocator with per-CPU page lists,
+ * SLUB slab caches reached through per-CPU object arrays, kmalloc size
+ * classes, the malloc family on top, and an adaptive mutex.
+ *
+ * Vocabulary (used the same way in every file):
+ *   page    a 4 KiB page and its descriptor (struct sk_page, like struct page)
+ *   block   a buddy block of 2^order pages
+ *   slab    the block a cache carves into objects
+ *   object  what the user gets from a cache or from malloc
+ *   slice   a 64 MiB aligned piece of address space, one page size each
+ *
+ * Every function here is thread-safe.  Options come from the environment
+ * variable SLABKIT_OPTIONS (see README.md), read once at start-up.
+ */
+#ifndef SLABKIT_H
+#define SLABKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SK_API __attribute__((visibility("default")))
+
+/* ---- page allocator ---------------------------------------------------- */
+
+/* Largest buddy order: 2^SK_MAX_ORDER pages (64 MiB, one slice). */
+#define SK_PAGE_SHIFT 12
+#define SK_PAGE_SIZE  ((size_t)1 << SK_PAGE_SHIFT)
+#define SK_MAX_ORDER  14
+
+/* A naturally aligned block of 2^order pages; NULL with errno ENOMEM. */
+SK_API void *sk_alloc_pages(unsigned order);
+/* Free a block from sk_alloc_pages; order must be the order it was got with. */
+SK_API void sk_free_pages(void *block, unsigned order);
+/* Order of the allocated block that starts at p; -1 if p is not the start
+ * of a block slabkit handed out (works for any pointer value). */
+SK_API int sk_page_order(const void *p);
+
+/* ---- object caches (the kernel's kmem_cache) ---------------------------- */
+
+typedef struct sk_cache sk_cache_t;
+
+/* Flags for sk_cache_create. */
+#define SK_CACHE_HWALIGN  0x1u  /* align objects to a cache line */
+#define SK_CACHE_POISON   0x2u  /* reserved: debug poisoning */
+
+/*
+ * Create a cache of objects of `size` bytes aligned to `align` (0: the
+ * natural alignment, at least 8).  `ctor`, when given, runs once for each
+ * object when its slab is created; objects must be freed in their
+ * constructed state.  NULL with errno EINVAL for a bad size or alignment.
+ */
+SK_API sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align,
+                                   unsigned flags, void (*ctor)(void *));
+SK_API void *sk_cache_alloc(sk_cache_t *cache);
+SK_API void sk_cache_free(sk_cache_t *cache, void *obj);
+/* Drain every CPU's array of this cache and give its empty slabs back to
+ * the page allocator.  Returns the number of slabs freed. */
+SK_API int sk_cache_shrink(sk_cache_t *cache);
+/* Destroy an empty cache: 0.  With objects still allocated it prints the
+ * cache's name and the count, refuses, and returns -1 (errno EBUSY). */
+SK_API int sk_cache_destroy(sk_cache_t *cache);
+SK_API const char *sk_cache_name(const sk_cache_t *cache);
+SK_API size_t sk_cache_object_size(const sk_cache_t *cache);
+
+/* ---- kmalloc ----------------------------------------------------------- */
+
+SK_API void *sk_malloc(size_t size);
+SK_API void sk_free(void *p);
+SK_API void *sk_calloc(size_t nmemb, size_t size);
+SK_API void *sk_realloc(void *p, size_t size);
+SK_API void *sk_aligned_alloc(size_t align, size_t size);
+SK_API size_t sk_usable_size(const void *p);
+/* Return free memory to the OS now (malloc_trim); bytes returned. */
+SK_API size_t sk_trim(void);
+
+/* ---- statistics --------------------------------------------------------- */
+
+/* /proc/slabinfo version 2.1, exactly. */
+SK_API void sk_slabinfo(FILE *out);
+
+/* SLUB-style event counters of one cache, summed over CPUs. */
+enum sk_stat_item {
+    SK_ALLOC_FASTPATH,      /* object popped from the per-CPU array */
+    SK_ALLOC_SLOWPATH,      /* array empty: refill */
+    SK_FREE_FASTPATH,       /* object pushed on the per-CPU array */
+    SK_FREE_SLOWPATH,       /* array full: flush */
+    SK_ARRAY_REFILL,        /* batches moved slabs -> array */
+    SK_ARRAY_FLUSH,         /* batches moved array -> slabs */
+    SK_ALLOC_CPU_SLAB,      /* refill served by this CPU's current slab */
+    SK_CPU_PARTIAL_ALLOC,   /* refill took a slab from the CPU partial list */
+    SK_CPU_PARTIAL_FREE,    /* a slab that became partial joined a CPU list */
+    SK_CPU_PARTIAL_DRAIN,   /* CPU partial list moved to the node list */
+    SK_NODE_PARTIAL_ALLOC,  /* refill took a slab from the node list */
+    SK_NODE_PARTIAL_FREE,   /* a slab went on the node list */
+    SK_NEW_SLAB,            /* slab allocated from the page allocator */
+    SK_FREE_SLAB,           /* empty slab given back */
+    SK_CMPXCHG_FAIL,        /* double-width cmpxchg retries */
+    SK_REMOTE_DRAIN,        /* remote drains of another CPU's array */
+    SK_STAT_NR
+};
+SK_API extern const char *const sk_stat_names[SK_STAT_NR];
+
+struct sk_cache_info {
+    char name[32];
+    size_t object_size;       /* bytes the user asked for */
+    size_t size;              /* bytes per object in the slab */
+    size_t align;
+    unsigned objs_per_slab;
+    unsigned order;           /* slab = 2^order pages */
+    unsigned reserved;        /* slab_reserved header bytes */
+    unsigned cpu_partial;     /* objects kept on a CPU's partial list */
+    unsigned array_capacity;  /* per-CPU array size */
+    unsigned long active_objs;   /* allocated (counting per-CPU arrays) */
+    unsigned long num_objs;
+    unsigned long active_slabs;  /* slabs holding at least one object */
+    unsigned long num_slabs;
+    unsigned long partial_slabs; /* on node partial lists */
+    unsigned long cpu_partial_slabs;
+    unsigned long array_objs;    /* objects sitting in per-CPU arrays */
+    unsigned long stat[SK_STAT_NR];
+};
+/* Fill `info` for the cache named `name` (e.g. "kmalloc-64"): 0, or -1. */
+SK_API int sk_cache_info(const char *name, struct sk_cache_info *info);
+/* Call fn for each cache, in creation order. */
+SK_API void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *arg);
+
+/* ---- address space ------------------------------------------------------ */
+
+/* Map `size` bytes backed by pages of `page_size` (4096 or 2 MiB; 0 picks
+ * by size); NULL with errno ENOMEM or EINVAL. */
+SK_API void *sk_vm_map(size_t size, size_t page_size);
+SK_API int sk_vm_unmap(void *p, size_t size);
+
+/* ---- sk_mutex: futex mutex with MCS-queued optimistic spinning ---------- */
+
+typedef struct sk_mutex {
+    uint32_t state;          /* owner/contended word, futex target */
+    uint32_t handoff;        /* starvation handoff flag */
+    void    *osq;            /* tail of the MCS queue of spinners */
+    void    *owner;          /* owning thread's spin node, for the heuristic */
+} sk_mutex_t;
+
+#define SK_MUTEX_INITIALIZER { 0, 0, NULL, NULL }
+
+SK_API void sk_mutex_init(sk_mutex_t *m);
+SK_API void sk_mutex_lock(sk_mutex_t *m);
+SK_API int  sk_mutex_trylock(sk_mutex_t *m);  /* 1 if taken, 0 if busy */
+SK_API void sk_mutex_unlock(sk_mutex_t *m);
+SK_API void sk_mutex_destroy(sk_mutex_t *m);
+
+/* ---- options ------------------------------------------------------------ */
+
+/* The value of a SLABKIT_OPTIONS key as slabkit uses it (defaults applied);
+ * -1 for an unknown key. */
+SK_API long sk_option(const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SLABKIT_H */

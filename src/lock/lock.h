@@ -1,0 +1,60 @@
+/*
+ * lock.h — slabkit's locks.
+ *
+ * spinlock_t: test-and-test-and-set with a bounded spin, then sched_yield;
+ *   for critical sections of a few dozen instructions whose holder cannot
+ *   block (the per-CPU array lock of the rseq fallback).
+ * lock_t: the lock of every slow path whose holder may be preempted (the
+ *   per-CPU slab lock, the node list_lock, the zone lock).  It is an
+ *   sk_mutex (src/lock/mutex.c): a futex mutex whose waiters spin in an
+ *   MCS queue while the owner runs, then sleep.  The lock_* names are the
+ *   only ones the layers above use, so the choice lives here.
+ *
+ * Neither allocates; both are valid when zero-filled, so they can live in
+ * static storage and in memory fresh from mmap, and a forked child can
+ * reset them by zeroing.
+ */
+#ifndef SK_LOCK_H
+#define SK_LOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "os/os.h"
+
+typedef struct { uint32_t v; } spinlock_t;
+#define SPINLOCK_INIT { 0 }
+
+void spin_lock_slow(spinlock_t *l);
+
+static inline bool spin_trylock(spinlock_t *l)
+{
+    return __atomic_load_n(&l->v, __ATOMIC_RELAXED) == 0 &&
+           __atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0;
+}
+static inline void spin_lock(spinlock_t *l)
+{
+    if (likely(__atomic_exchange_n(&l->v, 1, __ATOMIC_ACQUIRE) == 0))
+        return;
+    spin_lock_slow(l);
+}
+static inline void spin_unlock(spinlock_t *l)
+{
+    __atomic_store_n(&l->v, 0, __ATOMIC_RELEASE);
+}
+static inline bool spin_is_locked(const spinlock_t *l)
+{
+    return __atomic_load_n(&l->v, __ATOMIC_RELAXED) != 0;
+}
+
+static inline void cpu_relax(void) { __builtin_ia32_pause(); }
+
+/* The slow-path lock: an sk_mutex. */
+typedef sk_mutex_t lock_t;
+#define LOCK_INIT SK_MUTEX_INITIALIZER
+static inline void lock_acquire(lock_t *l) { sk_mutex_lock(l); }
+static inline bool lock_try(lock_t *l) { return sk_mutex_trylock(l); }
+static inline void lock_release(lock_t *l) { sk_mutex_unlock(l); }
+static inline void lock_reset(lock_t *l) { sk_mutex_init(l); }
+
+#endif

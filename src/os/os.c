@@ -1,0 +1,262 @@
+/*
+ * os.c — system calls: memory mapping, futex, membarrier, time, randomness,
+ * CPU ids, THP mode and error output.
+ *
+ * Invariants: nothing here allocates heap memory or takes a lock, so every
+ * function may be called from inside malloc, before slabkit is initialised,
+ * and in a forked child.  Values read from /sys are cached after the first
+ * read (a benign race: every reader computes the same value).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "os/os.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* mmap `size` bytes aligned to `align`: over-map by align, trim both ends. */
+static void *map_aligned(size_t size, size_t align, int prot)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (align <= SK_PAGE_SIZE) {
+        void *p = mmap(NULL, size, prot, flags, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    /* First try exactly: the kernel often places a mapping aligned by luck
+     * of the previous one, and then there is nothing to trim. */
+    void *p = mmap(NULL, size, prot, flags, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (((uintptr_t)p & (align - 1)) == 0)
+        return p;
+    munmap(p, size);
+    size_t over = size + align;
+    if (over < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *q = mmap(NULL, over, prot, flags, -1, 0);
+    if (q == MAP_FAILED)
+        return NULL;
+    char *a = (char *)SK_ALIGN_UP((uintptr_t)q, align);
+    if (a > q)
+        munmap(q, (size_t)(a - q));
+    size_t tail = (size_t)((q + over) - (a + size));
+    if (tail)
+        munmap(a + size, tail);
+    return a;
+}
+
+void *os_reserve(size_t size, size_t align) { return map_aligned(size, align, PROT_NONE); }
+void *os_map(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE); }
+
+int os_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE); }
+int os_unmap(void *p, size_t size) { return munmap(p, size); }
+int os_purge(void *p, size_t size) { return madvise(p, size, MADV_DONTNEED); }
+int os_advise_huge(void *p, size_t size) { return madvise(p, size, MADV_HUGEPAGE); }
+int os_advise_nohuge(void *p, size_t size) { return madvise(p, size, MADV_NOHUGEPAGE); }
+
+/* Read a small file into buf (NUL-terminated): bytes read or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+enum os_thp os_thp_mode(void)
+{
+    static int mode = -1;
+    if (mode >= 0)
+        return (enum os_thp)mode;
+    char buf[128];
+    int m = OS_THP_NEVER;
+    if (read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
+        if (strstr(buf, "[always]"))
+            m = OS_THP_ALWAYS;
+        else if (strstr(buf, "[madvise]"))
+            m = OS_THP_MADVISE;
+    }
+    mode = m;
+    return (enum os_thp)m;
+}
+
+int os_futex_wait(uint32_t *addr, uint32_t val, int64_t rel_ns)
+{
+    struct timespec ts, *tp = NULL;
+    if (rel_ns >= 0) {
+        ts.tv_sec = rel_ns / 1000000000;
+        ts.tv_nsec = rel_ns % 1000000000;
+        tp = &ts;
+    }
+    long r = syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tp, NULL, 0);
+    return r == 0 ? 0 : -1;
+}
+
+int os_futex_wake(uint32_t *addr, int nr)
+{
+    return (int)syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, nr, NULL, NULL, 0);
+}
+
+int os_membarrier_register_rseq(void)
+{
+    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0);
+}
+
+int os_membarrier_rseq_cpu(int cpu)
+{
+    return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+                        MEMBARRIER_CMD_FLAG_CPU, cpu);
+}
+
+/* "0-1" or "0-3,8-11": the largest number plus one. */
+static int parse_cpu_list(const char *s)
+{
+    int max = -1, v = 0, have = 0;
+    for (;; s++) {
+        if (*s >= '0' && *s <= '9') {
+            v = v * 10 + (*s - '0');
+            have = 1;
+        } else {
+            if (have && v > max)
+                max = v;
+            v = 0;
+            have = 0;
+            if (!*s || *s == '\n')
+                break;
+        }
+    }
+    return max + 1;
+}
+
+int os_nr_cpu_ids(void)
+{
+    static int n;
+    if (n > 0)
+        return n;
+    char buf[256];
+    int v = 0;
+    if (read_small("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0)
+        v = parse_cpu_list(buf);
+    if (v <= 0)
+        v = (int)sysconf(_SC_NPROCESSORS_CONF);
+    if (v <= 0)
+        v = 1;
+    n = v;
+    return n;
+}
+
+int os_nr_online_cpus(void)
+{
+    long v = sysconf(_SC_NPROCESSORS_ONLN);
+    return v > 0 ? (int)v : 1;
+}
+
+int os_getcpu(void)
+{
+    int c = sched_getcpu();
+    return c < 0 ? 0 : c;
+}
+
+uint64_t os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t os_now_ms_coarse(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t os_random64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        /* No entropy yet (early boot): still differ per process and run. */
+        v = os_now_ns() ^ ((uint64_t)(uintptr_t)&v << 16) ^ (uint64_t)getpid();
+        v ^= v >> 29;
+        v *= 0xbf58476d1ce4e5b9ull;
+        v ^= v >> 32;
+    }
+    return v | 1;
+}
+
+void os_yield(void) { sched_yield(); }
+int os_gettid(void) { return (int)syscall(SYS_gettid); }
+
+void os_vprintf(int fd, const char *fmt, va_list ap)
+{
+    char buf[512];
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof buf)
+        n = sizeof buf - 1;
+    size_t off = 0;
+    while (off < (size_t)n) {
+        ssize_t w = write(fd, buf + off, (size_t)n - off);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        off += (size_t)w;
+    }
+}
+
+void os_printf(int fd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    os_vprintf(fd, fmt, ap);
+    va_end(ap);
+}
+
+static void vmessage(const char *fmt, va_list ap)
+{
+    char buf[480];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    os_printf(2, "slabkit: %s\n", buf);
+}
+
+void os_warn(const char *fmt, ...)
+{
+    int saved = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    errno = saved;
+}
+
+void os_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    abort();
+}

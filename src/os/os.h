@@ -1,0 +1,109 @@
+/*
+ * os.h — the only way slabkit talks to the kernel.
+ *
+ * Everything that makes a system call lives behind this header: mapping
+ * and advising memory, futexes, membarrier, time, randomness, the THP mode,
+ * the CPU count, error output and the SLABKIT_OPTIONS parser.  Nothing here
+ * allocates memory (it may run before slabkit is initialised, and inside
+ * malloc).
+ */
+#ifndef SK_OS_H
+#define SK_OS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "slabkit.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define SK_INTERNAL __attribute__((visibility("hidden")))
+#define SK_NOINLINE __attribute__((noinline))
+#define SK_COLD     __attribute__((cold, noinline))
+#define CACHE_LINE  64
+#define SK_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+#define SK_ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
+#define SK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifdef SK_DEBUG
+#define SK_ASSERT(c) do { if (!(c)) os_fatal("assertion failed: %s (%s:%d)", #c, __FILE__, __LINE__); } while (0)
+#else
+#define SK_ASSERT(c) do { (void)sizeof(c); } while (0)
+#endif
+
+/* ---- memory ---- */
+/* Reserve address space: PROT_NONE, MAP_NORESERVE, aligned to `align`
+ * (a power of two >= 4096).  NULL on failure (errno as mmap left it). */
+void *os_reserve(size_t size, size_t align);
+/* Map read-write, MAP_NORESERVE, aligned; pages are zero until touched. */
+void *os_map(size_t size, size_t align);
+/* Make reserved space usable (PROT_READ|PROT_WRITE): 0 or -1. */
+int os_commit(void *p, size_t size);
+int os_unmap(void *p, size_t size);
+/* Give the pages back to the OS now (MADV_DONTNEED): they read as zero. */
+int os_purge(void *p, size_t size);
+/* Ask for transparent huge pages on [p, p+size) (MADV_HUGEPAGE). */
+int os_advise_huge(void *p, size_t size);
+int os_advise_nohuge(void *p, size_t size);
+
+enum os_thp { OS_THP_NEVER, OS_THP_MADVISE, OS_THP_ALWAYS };
+enum os_thp os_thp_mode(void);
+
+/* ---- futex ---- */
+/* Sleep while *addr == val (private futex); rel_ns < 0: no timeout.
+ * Returns 0 when woken, -1 with errno (EAGAIN, ETIMEDOUT, EINTR). */
+int os_futex_wait(uint32_t *addr, uint32_t val, int64_t rel_ns);
+int os_futex_wake(uint32_t *addr, int nr);
+
+/* ---- membarrier ---- */
+/* Register for MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ: 0 or -1. */
+int os_membarrier_register_rseq(void);
+/* Restart any rseq critical section running on `cpu` now: 0 or -1. */
+int os_membarrier_rseq_cpu(int cpu);
+
+/* ---- CPUs, time, randomness, threads ---- */
+int os_nr_cpu_ids(void);        /* highest possible CPU id + 1 */
+int os_nr_online_cpus(void);
+int os_getcpu(void);            /* current CPU via sched_getcpu, 0 on error */
+uint64_t os_now_ns(void);       /* CLOCK_MONOTONIC */
+uint64_t os_now_ms_coarse(void); /* CLOCK_MONOTONIC_COARSE, for aging */
+uint64_t os_random64(void);     /* getrandom, falls back to time ^ address */
+void os_yield(void);
+int os_gettid(void);
+
+/* ---- output ---- */
+/* Format into a stack buffer and write(2) it: never allocates. */
+void os_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void os_vprintf(int fd, const char *fmt, va_list ap);
+/* "slabkit: <msg>\n" on stderr, then abort(). */
+__attribute__((noreturn, format(printf, 1, 2))) void os_fatal(const char *fmt, ...);
+/* "slabkit: <msg>\n" on stderr. */
+void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- options (SLABKIT_OPTIONS, read once) ---- */
+struct sk_options {
+    long slab_reserved;      /* bytes of header inside each slab (SLAB's "before") */
+    long pcp;                /* per-CPU page lists on/off */
+    long slice_mask_cache;   /* keep slice masks, or recompute per request */
+    long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
+    long mutex_spin;         /* sk_mutex optimistic spinning on/off */
+    long huge_slices;        /* dense memory in 2 MiB huge-page slices */
+    long slabinfo_at_exit;   /* print slabinfo when the process exits */
+    long decay_ms;           /* free memory older than this goes back to the OS */
+    long dirty_max_mb;       /* free resident memory above this is returned at once */
+    long array_size;         /* per-CPU array capacity override (0: by size) */
+    long rseq;               /* 0: force the lock fallback even with rseq */
+    long verbose;            /* print start-up facts */
+};
+extern struct sk_options sk_opt SK_INTERNAL;
+/* Parse `text` (NULL: read $SLABKIT_OPTIONS) into sk_opt over the defaults.
+ * Unknown keys and bad values print one warning line each and are ignored.
+ * Returns the number of warnings. */
+int os_options_parse(const char *text);
+/* Defaults, then $SLABKIT_OPTIONS; idempotent. */
+void os_options_init(void);
+
+#endif
