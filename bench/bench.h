@@ -1,0 +1,80 @@
+/*
+ * bench.h — shared helpers for slabkit's benchmarks: clocks, summary
+ * statistics over repeated runs, progress lines on stderr, and tables.
+ * Header-only so plain workloads (bench/workloads, no allocator linked)
+ * can use it too.  Nothing here allocates in a timed region.
+ */
+#ifndef SK_BENCH_H
+#define SK_BENCH_H
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct bench_stats { double min, mean, stddev, max, median; int n; };
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Summary of v[0..n) (v is sorted in place). */
+static inline struct bench_stats bench_summary(double *v, int n)
+{
+    struct bench_stats s = { 0, 0, 0, 0, 0, n };
+    if (n <= 0)
+        return s;
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    s.mean = sum / n;
+    double var = 0;
+    for (int i = 0; i < n; i++)
+        var += (v[i] - s.mean) * (v[i] - s.mean);
+    s.stddev = n > 1 ? sqrt(var / (n - 1)) : 0;
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return s;
+}
+
+/* A progress line on stderr, overwritten in place on a terminal. */
+static inline void bench_progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r  ... ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\033[K");
+    va_end(ap);
+    fflush(stderr);
+}
+static inline void bench_progress_done(void) { fprintf(stderr, "\r\033[K"); fflush(stderr); }
+
+/* Size with a K/M/G suffix ("1G", "64M", "4096"). */
+static inline size_t bench_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; break;
+    case 'm': case 'M': v *= 1024 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+#endif
