@@ -1,0 +1,181 @@
+/*
+ * larson — server churn across threads, in the spirit of Larson and
+ * Krishnan's server benchmark: each worker owns a lane of live objects and
+ * repeatedly frees a random one and allocates a replacement of random size.
+ * Workers live for one round only; in the next round a fresh set of threads
+ * takes the lanes over, shifted by one, so every object is freed by a
+ * different thread from the one that allocated it, and every thread's
+ * cached memory is orphaned when it exits.  The first lanes are filled by
+ * the main thread, which never frees: the classic producer/consumer skew.
+ *
+ *     larson [-t threads] [-r rounds] [-n ops] [-s slots] [-m min] [-M max] [-S seed]
+ *
+ * Work is fixed (rounds x threads x ops), so elapsed time compares
+ * allocators.  Every object carries a tag at both ends and a fill byte; a
+ * mismatch before free is reported and exits 2.
+ */
+#include "bench.h"
+#include <pthread.h>
+#include <unistd.h>
+
+struct lane {
+    unsigned char **obj; /* slots live objects; obj[i] has size[i] bytes */
+    size_t *size;
+    uint64_t rng;
+};
+
+static int nthreads = 4, rounds = 8, slots = 2000;
+static long ops = 300000;
+static size_t min_size = 8, max_size = 1000;
+static struct lane *lanes;
+static volatile int corrupt;
+
+static inline uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Tag: which slot and size the object was made for, so a block handed out
+ * twice or overlapping a neighbour shows as a wrong tag. */
+static inline uint64_t tag_of(const void *p, size_t n) { return (uint64_t)(uintptr_t)p * 31 + n; }
+
+static void fill(unsigned char *p, size_t n)
+{
+    uint64_t t = tag_of(p, n);
+    memset(p, (int)(t & 0xff), n);
+    if (n >= 16) {
+        memcpy(p, &t, 8);
+        t = ~t;
+        memcpy(p + n - 8, &t, 8);
+    }
+}
+
+static int check(const unsigned char *p, size_t n)
+{
+    uint64_t t = tag_of(p, n), h, e;
+    if (n >= 16) {
+        memcpy(&h, p, 8);
+        memcpy(&e, p + n - 8, 8);
+        if (h != t || e != ~t || (n >= 24 && p[n / 2] != (unsigned char)(t & 0xff)))
+            return 0;
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(t & 0xff))
+            return 0;
+    return 1;
+}
+
+static void bad(const void *p, size_t n)
+{
+    fprintf(stderr, "larson: corruption: object %p of %zu bytes lost its pattern\n", p, n);
+    corrupt = 1;
+}
+
+static unsigned char *make(size_t n)
+{
+    unsigned char *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "larson: malloc(%zu) failed\n", n);
+        exit(3);
+    }
+    fill(p, n);
+    return p;
+}
+
+static void *worker(void *arg)
+{
+    struct lane *l = arg;
+    size_t span = max_size - min_size + 1;
+    for (long i = 0; i < ops && !corrupt; i++) {
+        uint64_t r = rnd(&l->rng);
+        size_t k = (size_t)(r % (uint64_t)slots);
+        size_t n = min_size + (size_t)((r >> 32) % span);
+        if (!check(l->obj[k], l->size[k]))
+            bad(l->obj[k], l->size[k]);
+        free(l->obj[k]);
+        l->obj[k] = make(n);
+        l->size[k] = n;
+    }
+    return NULL;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: larson [-t threads] [-r rounds] [-n ops-per-thread-per-round] "
+                    "[-s slots-per-thread] [-m min-size] [-M max-size] [-S seed]\n");
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 4141;
+    int c;
+    while ((c = getopt(argc, argv, "t:r:n:s:m:M:S:")) != -1) {
+        switch (c) {
+        case 't': nthreads = atoi(optarg); break;
+        case 'r': rounds = atoi(optarg); break;
+        case 'n': ops = atol(optarg); break;
+        case 's': slots = atoi(optarg); break;
+        case 'm': min_size = bench_parse_size(optarg); break;
+        case 'M': max_size = bench_parse_size(optarg); break;
+        case 'S': seed = strtoull(optarg, NULL, 0); break;
+        default: usage();
+        }
+    }
+    if (nthreads < 1 || rounds < 1 || slots < 1 || ops < 0 || min_size < 1 || max_size < min_size)
+        usage();
+
+    uint64_t t0 = bench_now_ns();
+    lanes = calloc((size_t)nthreads, sizeof *lanes);
+    pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
+    struct lane **order = calloc((size_t)nthreads, sizeof *order);
+    if (!lanes || !tid || !order)
+        return 3;
+    for (int i = 0; i < nthreads; i++) {
+        struct lane *l = &lanes[i];
+        l->obj = calloc((size_t)slots, sizeof *l->obj);
+        l->size = calloc((size_t)slots, sizeof *l->size);
+        if (!l->obj || !l->size)
+            return 3;
+        l->rng = seed * 0x100000001b3ull + (uint64_t)i;
+        for (int k = 0; k < slots; k++) {
+            size_t n = min_size + (size_t)(rnd(&l->rng) % (max_size - min_size + 1));
+            l->obj[k] = make(n);
+            l->size[k] = n;
+        }
+    }
+    for (int r = 0; r < rounds && !corrupt; r++) {
+        /* Round r: thread i serves lane (i + r) % nthreads. */
+        for (int i = 0; i < nthreads; i++) {
+            order[i] = &lanes[(i + r) % nthreads];
+            if (pthread_create(&tid[i], NULL, worker, order[i])) {
+                fprintf(stderr, "larson: pthread_create failed\n");
+                return 3;
+            }
+        }
+        for (int i = 0; i < nthreads; i++)
+            pthread_join(tid[i], NULL);
+    }
+    for (int i = 0; i < nthreads; i++) {
+        struct lane *l = &lanes[i];
+        for (int k = 0; k < slots; k++) {
+            if (!check(l->obj[k], l->size[k]))
+                bad(l->obj[k], l->size[k]);
+            free(l->obj[k]);
+        }
+        free(l->obj);
+        free(l->size);
+    }
+    free(lanes);
+    free(tid);
+    free(order);
+    double s = (double)(bench_now_ns() - t0) / 1e9;
+    long total = (long)rounds * nthreads * ops;
+    printf("larson: threads=%d rounds=%d ops=%ld slots=%d sizes=%zu-%zu: %.3f s, %.1f Mops/s\n",
+           nthreads, rounds, total, slots, min_size, max_size, s, (double)total / s / 1e6);
+    return corrupt ? 2 : 0;
+}
