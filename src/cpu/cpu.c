@@ -1,0 +1,303 @@
+/*
+ * cpu.c — per-CPU arrays: batch moves, the lock fallback, remote drain.
+ *
+ * Invariants (see cpu.h for the array layout):
+ *  - cpu_use_rseq is written once, by cpu_init(), before any array holds
+ *    a pointer; afterwards every thread reaches arrays the same way.
+ *  - In rseq mode an array is modified only by rseq sequences running on
+ *    its CPU, or by a drainer that holds its lock AND has published
+ *    CPU_ARRAY_LOCKED in count AND has seen a membarrier(RSEQ) on that CPU
+ *    complete after publishing it (so no sequence that read the old count
+ *    can still commit).
+ *  - In fallback mode an array is modified only under its lock.
+ * Lock order: an array lock is a leaf; nothing else is taken inside it.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+bool cpu_use_rseq;
+int cpu_nr_ids = 1;
+
+/* Before init every cache points at this: always empty, always full. */
+static struct cpu_array cpu_empty_array = { 0, 0, SPINLOCK_INIT, 0 };
+struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] = {
+    [0 ... CPU_MAX_IDS - 1] = &cpu_empty_array
+};
+
+static __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
+
+void cpu_init(void)
+{
+    static bool done;
+    if (done)
+        return;     /* called under the page layer's init lock */
+    done = true;
+    cpu_nr_ids = os_nr_cpu_ids();
+    if (cpu_nr_ids > CPU_MAX_IDS)
+        os_fatal("%d possible CPUs: built for at most %d", cpu_nr_ids, CPU_MAX_IDS);
+#ifdef SK_TSAN
+    cpu_use_rseq = false;     /* TSan cannot see the restart guarantee */
+#else
+    int id = (int)cpu_rseq_area()->cpu_id;
+    cpu_use_rseq = __rseq_size >= 20 && id >= 0 && os_membarrier_register_rseq() == 0;
+#endif
+    if (sk_opt.verbose)
+        os_warn("%d CPU ids, per-CPU arrays via %s", cpu_nr_ids,
+                cpu_use_rseq ? "rseq" : "per-CPU locks (rseq not registered)");
+}
+
+size_t cpu_arrays_bytes(unsigned cap)
+{
+    size_t one = SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
+    size_t tab = SK_ALIGN_UP((size_t)cpu_nr_ids * sizeof(void *), (size_t)CACHE_LINE);
+    return tab + one * (size_t)cpu_nr_ids;
+}
+
+cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
+{
+    size_t one = SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
+    size_t tab = SK_ALIGN_UP((size_t)cpu_nr_ids * sizeof(void *), (size_t)CACHE_LINE);
+    struct cpu_array **t = mem;
+    for (int i = 0; i < cpu_nr_ids; i++) {
+        struct cpu_array *a = (struct cpu_array *)((char *)mem + tab + one * (size_t)i);
+        a->count = 0;
+        a->cap = cap;
+        t[i] = a;
+    }
+    return (cpu_arrays_t)t;
+}
+
+int cpu_current(void)
+{
+    int id = (int)cpu_rseq_area()->cpu_id;
+    if (id >= 0 && id < cpu_nr_ids)
+        return id;
+    return cpu_slot();
+}
+
+int cpu_slot(void)
+{
+    int s = cpu_thread_slot;
+    if (unlikely(s < 0)) {
+        s = os_getcpu() % cpu_nr_ids;
+        cpu_thread_slot = s;
+    }
+    return s;
+}
+
+void cpu_atfork_child(void)
+{
+    cpu_thread_slot = -1;
+}
+
+/* ---- fallback: the same arrays under their locks ---- */
+
+static inline struct cpu_array *locked_array(cpu_arrays_t tab)
+{
+    if (cpu_use_rseq)
+        return NULL;     /* an rseq process, a thread without rseq: no array */
+    struct cpu_array *a = tab[cpu_slot()];
+    spin_lock(&a->lock);
+    return a;
+}
+
+void *cpu_pop_locked(cpu_arrays_t tab)
+{
+    struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return NULL;
+    void *obj = NULL;
+    if (a->count > 0)
+        obj = a->objs[--a->count];
+    spin_unlock(&a->lock);
+    return obj;
+}
+
+int cpu_push_locked(cpu_arrays_t tab, void *obj)
+{
+    struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
+    int r = 0;
+    if ((uint32_t)a->count < a->cap) {
+        if (a->count > 0 && a->objs[a->count - 1] == obj)
+            r = -1;
+        else {
+            a->objs[a->count++] = obj;
+            r = 1;
+        }
+    }
+    spin_unlock(&a->lock);
+    return r;
+}
+
+static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
+{
+    struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
+    unsigned n = a->count > 0 ? (unsigned)a->count : 0;
+    unsigned k = n < max ? n : max;
+    memcpy(buf, &a->objs[n - k], k * sizeof(void *));
+    a->count = (int32_t)(n - k);
+    spin_unlock(&a->lock);
+    return k;
+}
+
+static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
+{
+    struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
+    unsigned room = (uint32_t)a->count < a->cap ? a->cap - (uint32_t)a->count : 0;
+    unsigned m = n < room ? n : room;
+    memcpy(&a->objs[a->count], buf, m * sizeof(void *));
+    a->count += (int32_t)m;
+    spin_unlock(&a->lock);
+    return m;
+}
+
+/* ---- rseq batch moves ---- */
+
+/* Move up to `max` pointers from the top of this CPU's array to buf. */
+unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
+{
+#ifndef SK_TSAN
+    struct rseq *rs = cpu_rseq_area();
+    unsigned k;
+    if (max == 0)
+        return 0;
+    __asm__ goto(
+        CPU_RSEQ_PROLOGUE
+        "1:\n\t"
+        "movslq 4(%[rs]), %%rax\n\t"
+        "testq %%rax, %%rax\n\t"
+        "js %l[fallback]\n\t"
+        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "movl (%%rax), %%ecx\n\t"              /* n */
+        "testl %%ecx, %%ecx\n\t"
+        "jle %l[empty]\n\t"
+        "movl %%ecx, %[k]\n\t"
+        "cmpl %[max], %[k]\n\t"
+        "jbe 5f\n\t"
+        "movl %[max], %[k]\n\t"                /* k = min(n, max) */
+        "5:\n\t"
+        "movl %%ecx, %%r8d\n\t"
+        "subl %[k], %%r8d\n\t"                 /* new count n - k */
+        "leaq 16(%%rax, %%r8, 8), %%r10\n\t"   /* &objs[n - k] */
+        "xorl %%r9d, %%r9d\n\t"
+        "6:\n\t"
+        "movq (%%r10, %%r9, 8), %%r11\n\t"
+        "movq %%r11, (%[buf], %%r9, 8)\n\t"
+        "incq %%r9\n\t"
+        "cmpl %[k], %%r9d\n\t"
+        "jb 6b\n\t"
+        "movl %%r8d, (%%rax)\n\t"              /* commit */
+        "2:\n\t"
+        CPU_RSEQ_EPILOGUE
+        : [k] "=&r"(k)
+        : [rs] "r"(rs), [tab] "r"(tab), [buf] "r"(buf), [max] "r"(max)
+        : "rax", "rcx", "r8", "r9", "r10", "r11", "memory", "cc"
+        : empty, fallback);
+    return k;
+empty:
+    return 0;
+fallback:
+#endif
+    return pop_batch_locked(tab, buf, max);
+}
+
+/* Push buf[0..m) on this CPU's array, m = min(n, room); returns m. */
+unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
+{
+#ifndef SK_TSAN
+    struct rseq *rs = cpu_rseq_area();
+    unsigned m;
+    if (n == 0)
+        return 0;
+    __asm__ goto(
+        CPU_RSEQ_PROLOGUE
+        "1:\n\t"
+        "movslq 4(%[rs]), %%rax\n\t"
+        "testq %%rax, %%rax\n\t"
+        "js %l[fallback]\n\t"
+        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "movl (%%rax), %%ecx\n\t"              /* count */
+        "movl 4(%%rax), %[m]\n\t"              /* cap */
+        "cmpl %[m], %%ecx\n\t"
+        "jae %l[full]\n\t"
+        "subl %%ecx, %[m]\n\t"                 /* room */
+        "cmpl %[n], %[m]\n\t"
+        "jbe 5f\n\t"
+        "movl %[n], %[m]\n\t"                  /* m = min(room, n) */
+        "5:\n\t"
+        "leaq 16(%%rax, %%rcx, 8), %%r10\n\t"  /* &objs[count] */
+        "xorl %%r9d, %%r9d\n\t"
+        "6:\n\t"
+        "movq (%[buf], %%r9, 8), %%r11\n\t"
+        "movq %%r11, (%%r10, %%r9, 8)\n\t"
+        "incq %%r9\n\t"
+        "cmpl %[m], %%r9d\n\t"
+        "jb 6b\n\t"
+        "addl %[m], %%ecx\n\t"
+        "movl %%ecx, (%%rax)\n\t"              /* commit */
+        "2:\n\t"
+        CPU_RSEQ_EPILOGUE
+        : [m] "=&r"(m)
+        : [rs] "r"(rs), [tab] "r"(tab), [buf] "r"(buf), [n] "r"(n)
+        : "rax", "rcx", "r9", "r10", "r11", "memory", "cc"
+        : full, fallback);
+    return m;
+full:
+    return 0;
+fallback:
+#endif
+    return push_batch_locked(tab, buf, n);
+}
+
+unsigned cpu_array_count(cpu_arrays_t tab, int cpu)
+{
+    int32_t c = __atomic_load_n(&tab[cpu]->count, __ATOMIC_RELAXED);
+    return c > 0 ? (unsigned)c : 0;
+}
+
+/*
+ * Remote drain.  In rseq mode: publish CPU_ARRAY_LOCKED in count, then
+ * membarrier(RSEQ) on that CPU, which restarts any sequence in flight
+ * there.  A sequence that read count before we published may have
+ * committed before the membarrier and overwritten our bit: so check the
+ * bit after the membarrier, and repeat until it survived one.  From then
+ * on every sequence on that CPU sees the bit and bails out.
+ */
+unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
+{
+    struct cpu_array *a = tab[cpu];
+    if (a->cap == 0)
+        return 0;
+    spin_lock(&a->lock);
+    unsigned n, k;
+    if (cpu_use_rseq) {
+        int32_t c;
+        for (;;) {
+            __atomic_fetch_or((uint32_t *)&a->count, CPU_ARRAY_LOCKED, __ATOMIC_SEQ_CST);
+            if (os_membarrier_rseq_cpu(cpu) != 0)
+                os_fatal("membarrier(PRIVATE_EXPEDITED_RSEQ, cpu %d) failed", cpu);
+            c = __atomic_load_n(&a->count, __ATOMIC_SEQ_CST);
+            if ((uint32_t)c & CPU_ARRAY_LOCKED)
+                break;
+        }
+        n = (uint32_t)c & ~CPU_ARRAY_LOCKED;
+        k = n < max ? n : max;
+        memcpy(buf, &a->objs[n - k], k * sizeof(void *));
+        __atomic_store_n(&a->count, (int32_t)(n - k), __ATOMIC_RELEASE);
+    } else {
+        n = a->count > 0 ? (unsigned)a->count : 0;
+        k = n < max ? n : max;
+        memcpy(buf, &a->objs[n - k], k * sizeof(void *));
+        a->count = (int32_t)(n - k);
+    }
+    spin_unlock(&a->lock);
+    return k;
+}

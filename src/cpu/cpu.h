@@ -1,0 +1,182 @@
+/*
+ * cpu.h — per-CPU arrays of pointers, reached with restartable sequences.
+ *
+ * One data structure, two ways to reach it:
+ *
+ *  - rseq: glibc registered an rseq area for every thread (struct rseq at
+ *    thread pointer + __rseq_offset).  Each operation is a few instructions
+ *    that read the CPU id, index that CPU's array and end in one commit
+ *    store; if the thread is preempted, migrated or signalled inside, the
+ *    kernel restarts it at the abort handler.  No atomic, no lock.
+ *  - fallback (valgrind, GLIBC_TUNABLES=glibc.pthread.rseq=0): the same
+ *    arrays, each behind its own spinlock, indexed by a per-thread slot.
+ *
+ * Which one is decided once, by cpu_init(), for the whole process: mixing
+ * would let a locked operation and an rseq race on one array.  A thread
+ * whose rseq failed in an rseq process reaches no array at all (every
+ * operation reports empty/full and callers use the slabs directly).
+ *
+ * Array layout (struct cpu_array): count, cap, lock, objs[cap].
+ * Invariants:
+ *   0 <= count <= cap, objs[0..count) are the cached pointers;
+ *   count has bit 31 set while a remote drain owns the array: every rseq
+ *   operation then sees "empty" (count <= 0 signed) and "full" (count >= cap
+ *   unsigned) and takes its slow path, so the drainer may touch the array.
+ *   lock: taken by every fallback operation and by drainers (in both modes).
+ */
+#ifndef SK_CPU_H
+#define SK_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/rseq.h>
+
+#include "lock/lock.h"
+#include "os/os.h"
+
+#define CPU_MAX_IDS 4096          /* static pre-init table; more CPUs: fatal */
+#define CPU_ARRAY_LOCKED 0x80000000u
+
+struct cpu_array {
+    int32_t count;                /* offset 0: see invariants above */
+    uint32_t cap;                 /* offset 4 */
+    spinlock_t lock;              /* offset 8: fallback and drainers */
+    uint32_t unused;              /* offset 12: keeps objs at 16; never a valid pointer */
+    void *objs[];                 /* offset 16 */
+};
+
+/* A per-CPU array set: tab[cpu] is that CPU's array. */
+typedef struct cpu_array *const *cpu_arrays_t;
+
+extern bool cpu_use_rseq SK_INTERNAL;     /* decided once by cpu_init() */
+extern int cpu_nr_ids SK_INTERNAL;        /* possible CPU ids */
+extern struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] SK_INTERNAL;
+
+void cpu_init(void);
+/* Allocate (from `mem`, cache-line aligned per CPU) a set of arrays of
+ * `cap` pointers for every possible CPU; returns the table.  `mem` must be
+ * zeroed memory of cpu_arrays_bytes(cap) bytes. */
+size_t cpu_arrays_bytes(unsigned cap);
+cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
+
+/* The CPU this thread runs on now (a hint in the fallback). */
+int cpu_current(void);
+/* Fallback slot of this thread (its CPU when it first asked). */
+int cpu_slot(void);
+/* Reset per-thread state in a forked child. */
+void cpu_atfork_child(void);
+
+/* ---- operations: 1 / pointer on success, 0 / NULL on empty/full ---- */
+static inline struct rseq *cpu_rseq_area(void)
+{
+    return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+}
+
+void *cpu_pop_locked(cpu_arrays_t tab);
+int cpu_push_locked(cpu_arrays_t tab, void *obj);
+unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max);
+unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n);
+/* Take up to `max` pointers out of CPU `cpu`'s array from any thread,
+ * safe against sequences running there (membarrier RSEQ). */
+unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max);
+/* Objects cached by CPU `cpu` now (a snapshot). */
+unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
+
+/* The rseq descriptor and abort handler shared by every sequence.
+ * start = 1f, post-commit = 2f, abort = 4f; retry from 0b after an abort
+ * (the kernel clears rseq_cs when it aborts us, so it is stored again). */
+#define CPU_RSEQ_SIG 0x53053053
+#define CPU_RSEQ_PROLOGUE                                              \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                               \
+    ".balign 32\n\t"                                                   \
+    "3:\n\t"                                                           \
+    ".long 0, 0\n\t"                                                   \
+    ".quad 1f, 2f - 1f, 4f\n\t"                                        \
+    ".popsection\n\t"                                                  \
+    "0:\n\t"                                                           \
+    "leaq 3b(%%rip), %%rax\n\t"                                        \
+    "movq %%rax, 8(%[rs])\n\t"
+#define CPU_RSEQ_EPILOGUE                                              \
+    ".pushsection __rseq_failure, \"ax\"\n\t"                          \
+    ".byte 0x0f, 0xb9, 0x3d\n\t"                                       \
+    ".long 0x53053053\n\t"                                             \
+    "4:\n\t"                                                           \
+    "jmp 0b\n\t"                                                       \
+    ".popsection\n\t"
+
+/*
+ * Pop the top pointer of this CPU's array.  NULL when empty, when a drain
+ * owns the array, or (fallback) when its lock says so.
+ */
+static inline void *cpu_pop(cpu_arrays_t tab)
+{
+#ifndef SK_TSAN
+    struct rseq *rs = cpu_rseq_area();
+    void *obj;
+    __asm__ goto(
+        CPU_RSEQ_PROLOGUE
+        "1:\n\t"
+        "movslq 4(%[rs]), %%rax\n\t"          /* cpu_id */
+        "testq %%rax, %%rax\n\t"
+        "js %l[fallback]\n\t"
+        "movq (%[tab], %%rax, 8), %%rax\n\t"  /* this CPU's array */
+        "movl (%%rax), %%ecx\n\t"             /* count */
+        "testl %%ecx, %%ecx\n\t"
+        "jle %l[empty]\n\t"
+        "movq 8(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count - 1] */
+        "decl %%ecx\n\t"
+        "movl %%ecx, (%%rax)\n\t"             /* commit */
+        "2:\n\t"
+        CPU_RSEQ_EPILOGUE
+        : [obj] "=&r"(obj)
+        : [rs] "r"(rs), [tab] "r"(tab)
+        : "rax", "rcx", "memory", "cc"
+        : empty, fallback);
+    return obj;
+empty:
+    return NULL;
+fallback:
+#endif
+    return cpu_pop_locked(tab);
+}
+
+/*
+ * Push obj on this CPU's array: 1 when pushed, 0 when full (or drained),
+ * -1 when obj is already on top (a double free caught at no extra cost).
+ */
+static inline int cpu_push(cpu_arrays_t tab, void *obj)
+{
+#ifndef SK_TSAN
+    struct rseq *rs = cpu_rseq_area();
+    __asm__ goto(
+        CPU_RSEQ_PROLOGUE
+        "1:\n\t"
+        "movslq 4(%[rs]), %%rax\n\t"
+        "testq %%rax, %%rax\n\t"
+        "js %l[fallback]\n\t"
+        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "movl (%%rax), %%ecx\n\t"
+        "cmpl 4(%%rax), %%ecx\n\t"            /* count >= cap (unsigned) */
+        "jae %l[full]\n\t"
+        "cmpq 8(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] (or the lock word) */
+        "je %l[dup]\n\t"
+        "movq %[obj], 16(%%rax, %%rcx, 8)\n\t"
+        "incl %%ecx\n\t"
+        "movl %%ecx, (%%rax)\n\t"             /* commit */
+        "2:\n\t"
+        CPU_RSEQ_EPILOGUE
+        :
+        : [rs] "r"(rs), [tab] "r"(tab), [obj] "r"(obj)
+        : "rax", "rcx", "memory", "cc"
+        : full, dup, fallback);
+    return 1;
+full:
+    return 0;
+dup:
+    return -1;
+fallback:
+#endif
+    return cpu_push_locked(tab, obj);
+}
+
+#endif

@@ -1,0 +1,610 @@
+/*
+ * page.c — the buddy allocator: zones, free lists per order, splitting and
+ * coalescing, per-CPU page lists, aging and returning memory to the OS.
+ *
+ * Lock order:
+ *   1. zone->lock   (an sk_mutex: held for list surgery, never across a
+ *                    system call: slices are made and memory purged with
+ *                    the lock dropped)
+ *   2. vm_lock      (leaf, inside src/vm)
+ * The per-CPU page lists are per-CPU arrays (src/cpu): no lock in rseq
+ * mode, the array's own spinlock in the fallback; never taken with the
+ * zone lock held except by page_drain_pcp's remote drain (array lock is a
+ * leaf).
+ *
+ * Invariants (zone->lock held):
+ *  - Every free block is on exactly one list: dirty[order] (resident,
+ *    newest first, so the tail is the oldest) or clean[order] (known zero:
+ *    purged, or fresh from the OS).  Its head descriptor has PG_BUDDY,
+ *    PG_CLEAN iff on a clean list, order, and freed_at (dirty only).
+ *  - Two free buddies of the same order are never both on lists: freeing
+ *    merges until the buddy is not free (or is of another order).
+ *  - free_pages = sum of free block sizes; dirty_pages = those on dirty lists.
+ * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
+ * until drained back, and they count in no zone total.
+ *
+ * Aging: recently freed blocks are reused first (dirty lists are LIFO and
+ * searched before clean ones).  Blocks free for longer than decay_ms, and
+ * the oldest beyond dirty_max_mb, are purged (MADV_DONTNEED) and become
+ * clean; reclaim runs from the slow paths at most every decay_ms/4.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "page/page.h"
+
+struct zone page_zones[MAX_NUMNODES];
+struct pcp_set page_pcp;
+static bool page_ready;
+static bool pcp_enabled;
+
+/* ---- lists ---- */
+
+static inline struct page_list *list_of(struct zone *z, unsigned order, bool clean)
+{
+    return clean ? &z->clean[order] : &z->dirty[order];
+}
+
+static inline void list_add_head(struct page_list *l, struct sk_page *pg)
+{
+    pg->buddy.prev = NULL;
+    pg->buddy.next = l->head;
+    if (l->head)
+        l->head->buddy.prev = pg;
+    else
+        l->tail = pg;
+    l->head = pg;
+    l->nr++;
+}
+
+static inline void list_del(struct page_list *l, struct sk_page *pg)
+{
+    if (pg->buddy.prev)
+        pg->buddy.prev->buddy.next = pg->buddy.next;
+    else
+        l->head = pg->buddy.next;
+    if (pg->buddy.next)
+        pg->buddy.next->buddy.prev = pg->buddy.prev;
+    else
+        l->tail = pg->buddy.prev;
+    l->nr--;
+}
+
+/* Put a free block on its list (no merging). */
+static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
+{
+    pg->flags = PG_BUDDY | (clean ? PG_CLEAN : 0);
+    pg->order = (uint8_t)order;
+    pg->buddy.freed_at = now;
+    list_add_head(list_of(z, order, clean), pg);
+    z->free_pages += 1ul << order;
+    if (!clean)
+        z->dirty_pages += 1ul << order;
+}
+
+/* Take a free block off its list; returns whether it was clean. */
+static bool zone_remove(struct zone *z, struct sk_page *pg)
+{
+    bool clean = pg->flags & PG_CLEAN;
+    unsigned order = pg->order;
+    list_del(list_of(z, order, clean), pg);
+    pg->flags = 0;
+    z->free_pages -= 1ul << order;
+    if (!clean)
+        z->dirty_pages -= 1ul << order;
+    return clean;
+}
+
+/* Free a block, merging with free buddies (the kernel's __free_one_page). */
+static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
+{
+    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    size_t idx = (size_t)(pg - first);
+    while (order < SK_MAX_ORDER) {
+        size_t bidx = idx ^ ((size_t)1 << order);
+        struct sk_page *buddy = first + bidx;
+        if (!(buddy->flags & PG_BUDDY) || buddy->order != order)
+            break;
+        clean = zone_remove(z, buddy) && clean;
+        idx &= bidx;
+        order++;
+    }
+    zone_insert(z, first + idx, order, clean, now);
+}
+
+/* Split a block of order `high` down to `low`; the upper halves go back
+ * on the lists with the parent's cleanliness and age. */
+static void zone_expand(struct zone *z, struct sk_page *pg, unsigned low, unsigned high,
+                        bool clean, uint64_t freed_at)
+{
+    while (high > low) {
+        high--;
+        zone_insert(z, pg + ((size_t)1 << high), high, clean, freed_at);
+    }
+}
+
+/* Take a block of `order` off the lists: dirty (resident) memory first,
+ * smallest fitting order first. */
+static struct sk_page *zone_take(struct zone *z, unsigned order, bool *clean_out)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        bool clean = pass == 1;
+        for (unsigned o = order; o <= SK_MAX_ORDER; o++) {
+            struct page_list *l = list_of(z, o, clean);
+            struct sk_page *pg = l->head;
+            if (!pg)
+                continue;
+            uint64_t freed_at = pg->buddy.freed_at;
+            zone_remove(z, pg);
+            zone_expand(z, pg, order, o, clean, freed_at);
+            *clean_out = clean;
+            return pg;
+        }
+    }
+    return NULL;
+}
+
+/* Add a new slice to the zone: called without the zone lock. */
+static int zone_grow(struct zone *z)
+{
+    struct vm_slice *s = vm_slice_new(VM_SLICE_BASE, sizeof(struct sk_page));
+    if (!s)
+        return -1;
+    s->zone = z;
+    s->node = (uint16_t)z->node;
+    lock_acquire(&z->lock);
+    z->managed_pages += SLICE_PAGES;
+    zone_insert(z, (struct sk_page *)s->pages, SK_MAX_ORDER, true, 0);
+    lock_release(&z->lock);
+    return 0;
+}
+
+/* ---- reclaim: aging and returning memory ---- */
+
+#define RECLAIM_BATCH 32
+
+/* Purge up to RECLAIM_BATCH of the oldest dirty blocks that are older than
+ * `age_ms` (or any, while dirty pages exceed `keep`).  Called with the lock
+ * held; drops it around the madvise calls.  Returns pages purged. */
+static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t age_ms, unsigned long keep)
+{
+    struct sk_page *victims[RECLAIM_BATCH];
+    unsigned n = 0;
+    /* Largest blocks first: one madvise returns the most, and whole huge
+     * pages go back whole. */
+    for (int o = SK_MAX_ORDER; o >= 0 && n < RECLAIM_BATCH; o--) {
+        struct page_list *l = &z->dirty[o];
+        while (l->tail && n < RECLAIM_BATCH) {
+            struct sk_page *pg = l->tail;
+            bool old = now - pg->buddy.freed_at >= age_ms;
+            if (!old && z->dirty_pages <= keep)
+                break;
+            zone_remove(z, pg);
+            pg->order = (uint8_t)o;
+            victims[n++] = pg;
+        }
+    }
+    if (!n)
+        return 0;
+    lock_release(&z->lock);
+    unsigned long pages = 0;
+    for (unsigned i = 0; i < n; i++) {
+        os_purge(page_address(victims[i]), SK_PAGE_SIZE << victims[i]->order);
+        pages += 1ul << victims[i]->order;
+    }
+    lock_acquire(&z->lock);
+    for (unsigned i = 0; i < n; i++)
+        zone_free_block(z, victims[i], victims[i]->order, true, now);
+    z->purged_pages += pages;
+    return pages;
+}
+
+static unsigned long dirty_keep_pages(void)
+{
+    return (unsigned long)sk_opt.dirty_max_mb << (20 - SK_PAGE_SHIFT);
+}
+
+/* Called with the zone lock held, after a slow-path operation. */
+static void zone_maybe_reclaim(struct zone *z)
+{
+    unsigned long keep = dirty_keep_pages();
+    uint64_t now = os_now_ms_coarse();
+    uint64_t decay = (uint64_t)sk_opt.decay_ms;
+    if (z->dirty_pages <= keep && now - z->last_decay < decay / 4 + 1)
+        return;
+    z->last_decay = now;
+    /* Bounded work per call: a few batches. */
+    for (int i = 0; i < 4; i++)
+        if (!zone_reclaim_batch(z, now, decay, keep))
+            break;
+}
+
+/* ---- block allocation (zone) ---- */
+
+static struct zone *zone_here(void)
+{
+    return &page_zones[0];   /* one node here; the structures allow more */
+}
+
+static struct sk_page *zone_alloc(struct zone *z, unsigned order)
+{
+    for (;;) {
+        bool clean;
+        lock_acquire(&z->lock);
+        struct sk_page *pg = zone_take(z, order, &clean);
+        if (pg) {
+            zone_maybe_reclaim(z);
+            lock_release(&z->lock);
+            pg->flags = PG_HEAD | (clean ? PG_ZEROED : 0);
+            pg->order = (uint8_t)order;
+            pg->node = (uint8_t)z->node;
+            return pg;
+        }
+        lock_release(&z->lock);
+        if (zone_grow(z) != 0) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+}
+
+/* Take up to n blocks of `order` for a per-CPU list. */
+static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
+{
+    unsigned got = 0;
+    while (got == 0) {
+        bool clean;
+        lock_acquire(&z->lock);
+        while (got < n) {
+            struct sk_page *pg = zone_take(z, order, &clean);
+            if (!pg)
+                break;
+            pg->flags = PG_PCP | (clean ? PG_ZEROED : 0);
+            pg->order = (uint8_t)order;
+            out[got++] = pg;
+        }
+        if (got)
+            zone_maybe_reclaim(z);
+        lock_release(&z->lock);
+        if (got == 0 && zone_grow(z) != 0)
+            break;
+    }
+    return got;
+}
+
+static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order)
+{
+    uint64_t now = os_now_ms_coarse();
+    lock_acquire(&z->lock);
+    for (unsigned i = 0; i < n; i++)
+        zone_free_block(z, pgs[i], order, false, now);
+    zone_maybe_reclaim(z);
+    lock_release(&z->lock);
+}
+
+/* ---- public block API ---- */
+
+#define PCP_BATCH_MAX 64
+
+static void page_init_locked(void)
+{
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        lock_reset(&page_zones[n].lock);
+        page_zones[n].node = n;
+    }
+    pcp_enabled = sk_opt.pcp != 0;
+    /* High watermark and batch per order, as the kernel sizes pcp lists:
+     * the batch amortises one zone-lock round trip; high bounds what a CPU
+     * keeps (1 MiB of order-0 pages, less for larger orders). */
+    static const unsigned high[PCP_MAX_ORDER + 1] = { 256, 128, 64, 32 };
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        page_pcp.high[o] = high[o];
+        page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
+        if (!pcp_enabled) {
+            page_pcp.lists[o] = cpu_empty_arrays;
+            continue;
+        }
+        size_t bytes = cpu_arrays_bytes(high[o]);
+        void *mem = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
+        if (!mem)
+            os_fatal("cannot map per-CPU page lists (%zu bytes)", bytes);
+        page_pcp.lists[o] = cpu_arrays_init(mem, high[o]);
+    }
+    __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);
+}
+
+void page_init(void)
+{
+    static spinlock_t init_lock = SPINLOCK_INIT;
+    if (likely(__atomic_load_n(&page_ready, __ATOMIC_ACQUIRE)))
+        return;
+    spin_lock(&init_lock);
+    if (!page_ready) {
+        os_options_init();
+        cpu_init();
+        page_init_locked();
+    }
+    spin_unlock(&init_lock);
+}
+
+struct sk_page *page_alloc(unsigned order)
+{
+    if (order > SK_MAX_ORDER) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (order <= PCP_MAX_ORDER) {
+        struct sk_page *pg = cpu_pop(page_pcp.lists[order]);
+        if (likely(pg)) {
+            pg->flags = PG_HEAD | (pg->flags & PG_ZEROED);
+            return pg;
+        }
+        if (pcp_enabled) {
+            /* Refill: one zone-lock round trip for a batch. */
+            struct sk_page *batch[PCP_BATCH_MAX];
+            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
+            if (n == 0) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            pg = batch[--n];
+            unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch, n);
+            if (pushed < n)
+                zone_free_bulk(zone_here(), batch + pushed, n - pushed, order);
+            pg->flags = PG_HEAD | (pg->flags & PG_ZEROED);
+            return pg;
+        }
+    }
+    return zone_alloc(zone_here(), order);
+}
+
+void page_free(struct sk_page *pg, unsigned order)
+{
+    struct zone *z = &page_zones[pg->node];
+    if (order <= PCP_MAX_ORDER && pcp_enabled) {
+        pg->flags = PG_PCP;
+        pg->order = (uint8_t)order;
+        if (likely(cpu_push(page_pcp.lists[order], pg) > 0))
+            return;
+        /* Full: drain a batch to the zone, with this block. */
+        struct sk_page *batch[PCP_BATCH_MAX + 1];
+        unsigned n = cpu_pop_batch(page_pcp.lists[order], (void **)batch, page_pcp.batch[order]);
+        batch[n++] = pg;
+        zone_free_bulk(z, batch, n, order);
+        return;
+    }
+    uint64_t now = os_now_ms_coarse();
+    lock_acquire(&z->lock);
+    zone_free_block(z, pg, order, false, now);
+    zone_maybe_reclaim(z);
+    lock_release(&z->lock);
+}
+
+static unsigned order_for(size_t nr_pages)
+{
+    unsigned o = 0;
+    while (((size_t)1 << o) < nr_pages)
+        o++;
+    return o;
+}
+
+/* Free [idx, end) of a slice as the largest aligned blocks that fit. */
+static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, uint64_t now)
+{
+    while (idx < end) {
+        unsigned o = idx ? (unsigned)__builtin_ctzl(idx) : SK_MAX_ORDER;
+        if (o > SK_MAX_ORDER)
+            o = SK_MAX_ORDER;
+        while (idx + ((size_t)1 << o) > end)
+            o--;
+        zone_free_block(z, first + idx, o, false, now);
+        idx += (size_t)1 << o;
+    }
+}
+
+struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
+{
+    unsigned order = order_for(nr_pages);
+    if (order < align_order)
+        order = align_order;
+    if (order > SK_MAX_ORDER) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct zone *z = zone_here();
+    struct sk_page *pg = zone_alloc(z, order);
+    if (!pg)
+        return NULL;
+    if (nr_pages < ((size_t)1 << order)) {
+        struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+        size_t idx = (size_t)(pg - first);
+        uint64_t now = os_now_ms_coarse();
+        lock_acquire(&z->lock);
+        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), now);
+        lock_release(&z->lock);
+    }
+    pg->flags |= PG_LARGE;
+    pg->large.nr_pages = nr_pages;
+    return pg;
+}
+
+void page_free_exact(struct sk_page *pg)
+{
+    struct zone *z = &page_zones[pg->node];
+    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    size_t idx = (size_t)(pg - first);
+    size_t nr = pg->large.nr_pages;
+    uint64_t now = os_now_ms_coarse();
+    pg->flags = 0;
+    lock_acquire(&z->lock);
+    zone_free_range(z, first, idx, idx + nr, now);
+    zone_maybe_reclaim(z);
+    lock_release(&z->lock);
+}
+
+struct sk_page *page_find_head(const void *p)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (!s || s->kind == VM_SLICE_DIRECT || s->kind == VM_SLICE_USER)
+        return NULL;
+    struct sk_page *first = (struct sk_page *)s->pages;
+    size_t idx = ((uintptr_t)p - s->base) >> SK_PAGE_SHIFT;
+    for (unsigned o = 0; o <= SK_MAX_ORDER; o++) {
+        size_t h = idx & ~(((size_t)1 << o) - 1);
+        struct sk_page *pg = first + h;
+        uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+        if (f & PG_HEAD) {
+            size_t span = (f & PG_LARGE) ? pg->large.nr_pages : (size_t)1 << pg->order;
+            return idx < h + span ? pg : NULL;
+        }
+        if (f & (PG_BUDDY | PG_PCP))
+            return NULL;
+    }
+    return NULL;
+}
+
+/* ---- draining and reclaim ---- */
+
+void page_drain_pcp(void)
+{
+    if (!pcp_enabled)
+        return;
+    struct sk_page *buf[PCP_BATCH_MAX];
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+            unsigned n;
+            while ((n = cpu_drain_remote(page_pcp.lists[o], cpu, (void **)buf, PCP_BATCH_MAX)))
+                zone_free_bulk(zone_here(), buf, n, o);
+        }
+}
+
+size_t page_reclaim(uint64_t age_ms, bool drain)
+{
+    if (!page_ready)
+        return 0;
+    if (drain)
+        page_drain_pcp();
+    size_t pages = 0;
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        struct zone *z = &page_zones[n];
+        lock_acquire(&z->lock);
+        uint64_t now = os_now_ms_coarse();
+        unsigned long got;
+        while ((got = zone_reclaim_batch(z, now, age_ms, age_ms ? dirty_keep_pages() : 0)))
+            pages += got;
+        lock_release(&z->lock);
+    }
+    return pages << SK_PAGE_SHIFT;
+}
+
+void page_stats(struct page_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        struct zone *z = &page_zones[n];
+        lock_acquire(&z->lock);
+        st->managed_pages += z->managed_pages;
+        st->free_pages += z->free_pages;
+        st->dirty_pages += z->dirty_pages;
+        st->purged_pages += z->purged_pages;
+        for (unsigned o = 0; o <= SK_MAX_ORDER; o++)
+            st->free_blocks[o] += z->dirty[o].nr + z->clean[o].nr;
+        lock_release(&z->lock);
+    }
+    if (pcp_enabled)
+        for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+            for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
+                st->pcp_pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+}
+
+void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg)
+{
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        struct zone *z = &page_zones[n];
+        lock_acquire(&z->lock);
+        for (unsigned o = 0; o <= SK_MAX_ORDER; o++)
+            for (int c = 0; c < 2; c++)
+                for (struct sk_page *pg = list_of(z, o, c)->head; pg; pg = pg->buddy.next)
+                    fn(page_address(pg), o, c, arg);
+        lock_release(&z->lock);
+    }
+}
+
+/* ---- fork ---- */
+
+/*
+ * No lock is taken across fork (see docs/design.md, "fork"): a prepare
+ * handler that took the zone locks would deadlock against stdio.  The
+ * child is the only thread left; a zone whose lock was held at the fork
+ * may be mid-surgery, so the child rebuilds its free lists from the
+ * descriptors, which every operation keeps valid block by block.  A block
+ * caught between two lists is leaked in the child, never handed out twice.
+ */
+void page_atfork_prepare(void) {}
+void page_atfork_parent(void) {}
+
+static void zone_rebuild(struct zone *z)
+{
+    memset(z->dirty, 0, sizeof z->dirty);
+    memset(z->clean, 0, sizeof z->clean);
+    z->free_pages = z->dirty_pages = 0;
+    for (struct vm_slice *s = vm_slices(); s; s = s->next) {
+        if (s->zone != z)
+            continue;
+        struct sk_page *first = (struct sk_page *)s->pages;
+        for (size_t idx = 0; idx < SLICE_PAGES;) {
+            struct sk_page *pg = first + idx;
+            unsigned o = pg->order;
+            if ((pg->flags & PG_BUDDY) && o <= SK_MAX_ORDER && (idx & (((size_t)1 << o) - 1)) == 0) {
+                bool clean = pg->flags & PG_CLEAN;
+                zone_insert(z, pg, o, clean, pg->buddy.freed_at);
+                idx += (size_t)1 << o;
+            } else if ((pg->flags & PG_HEAD) && !(pg->flags & PG_LARGE) && o <= SK_MAX_ORDER) {
+                idx += (size_t)1 << o;
+            } else {
+                idx++;
+            }
+        }
+    }
+}
+
+void page_atfork_child(void)
+{
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        struct zone *z = &page_zones[n];
+        bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;
+        lock_reset(&z->lock);
+        if (held)
+            zone_rebuild(z);
+    }
+}
+
+/* ---- the public page API ---- */
+
+void *sk_alloc_pages(unsigned order)
+{
+    page_init();
+    struct sk_page *pg = page_alloc(order);
+    return pg ? page_address(pg) : NULL;
+}
+
+void sk_free_pages(void *block, unsigned order)
+{
+    if (!block)
+        return;
+    struct sk_page *pg = page_of(block);
+    if (!pg || page_address(pg) != block || (pg->flags & (PG_HEAD | PG_SLAB | PG_LARGE)) != PG_HEAD)
+        os_fatal("invalid pointer: sk_free_pages(%p, %u) is not a block from sk_alloc_pages", block, order);
+    if (pg->order != order)
+        os_fatal("bad order: sk_free_pages(%p, %u) of a block of order %u", block, order, pg->order);
+    page_free(pg, order);
+}
+
+int sk_page_order(const void *p)
+{
+    struct sk_page *pg = page_of(p);
+    if (!pg || page_address(pg) != p)
+        return -1;
+    uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+    return (f & PG_HEAD) ? pg->order : -1;
+}

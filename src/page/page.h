@@ -1,0 +1,159 @@
+/*
+ * page.h — page descriptors and the buddy page allocator.
+ *
+ * struct sk_page is slabkit's struct page: 64 bytes per 4 KiB page, kept in
+ * the slice header (src/vm), never in the page itself.  A descriptor is in
+ * one of these states, told by flags:
+ *   PG_BUDDY   head of a free block on a zone free list (order, list, age)
+ *   PG_PCP     head of a free block cached on a CPU's page list
+ *   PG_HEAD    head of an allocated block (order; PG_LARGE: nr_pages)
+ *   PG_SLAB    with PG_HEAD: the block is a slab (slab fields valid)
+ *   PG_TAIL    another page of a slab: `head` points at the slab's head, and
+ *              cache/s_mem are copied from it so the free fast path needs
+ *              no second descriptor
+ *   0          anything else (inside a block; its content is stale)
+ * Only block heads carry PG_BUDDY/PG_PCP/PG_HEAD; a descriptor loses them
+ * when its block is merged, split or handed out, so a stale flag never
+ * survives inside another block.
+ */
+#ifndef SK_PAGE_H
+#define SK_PAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "lock/lock.h"
+#include "os/os.h"
+#include "vm/vm.h"
+
+#define PG_BUDDY  0x01u
+#define PG_PCP    0x02u
+#define PG_HEAD   0x04u
+#define PG_TAIL   0x08u
+#define PG_SLAB   0x10u
+#define PG_LARGE  0x20u   /* kmalloc large block: nr_pages exact */
+#define PG_CLEAN  0x40u   /* free block whose pages are known zero (purged or fresh) */
+#define PG_ZEROED 0x80u   /* allocated block handed out clean (calloc may skip memset) */
+
+#define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
+#define MAX_NUMNODES 4
+
+struct slab_cache;
+
+struct sk_page {
+    uint32_t flags;                    /* PG_* */
+    uint8_t order;                     /* block order (heads) */
+    uint8_t node;
+    uint16_t list_gen;                 /* slab on a node list: that list's generation */
+    union {
+        struct {                       /* PG_BUDDY: zone free list */
+            struct sk_page *next, *prev;
+            uint64_t freed_at;         /* ms, coarse clock: aging */
+        } buddy;
+        struct {                       /* PG_HEAD|PG_LARGE */
+            size_t nr_pages;           /* pages handed out (<= 2^order) */
+        } large;
+        struct {                       /* PG_SLAB (and PG_TAIL copies) */
+            struct slab_cache *cache;  /* offset 8 */
+            struct sk_page *next;      /* offset 16: CPU or node partial list */
+            struct sk_page *prev;      /* offset 24: node partial list */
+            char *s_mem;               /* offset 32: first object */
+            struct sk_page *head;      /* offset 40: the slab's head page */
+            /* offset 48: the pair changed by one cmpxchg16b */
+            void *freelist;            /* 16-byte aligned: see assert */
+            uint64_t counters;         /* union slab_counters */
+        } slab;
+    };
+};
+_Static_assert(sizeof(struct sk_page) == 64, "sk_page is one cache line");
+_Static_assert(__builtin_offsetof(struct sk_page, slab.freelist) % 16 == 0,
+               "cmpxchg16b needs (freelist, counters) 16-byte aligned");
+
+/* A free list of blocks of one order, newest first. */
+struct page_list {
+    struct sk_page *head, *tail;
+    unsigned long nr;
+};
+
+struct zone {
+    lock_t lock;                       /* protects everything below */
+    int node;
+    struct page_list dirty[SK_MAX_ORDER + 1];  /* resident free blocks */
+    struct page_list clean[SK_MAX_ORDER + 1];  /* purged / fresh free blocks */
+    unsigned long free_pages;          /* in free lists (not pcp) */
+    unsigned long dirty_pages;         /* of which resident */
+    unsigned long managed_pages;       /* in all slices of the zone */
+    unsigned long purged_pages;        /* total returned to the OS */
+    uint64_t last_decay;               /* ms */
+};
+
+/* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
+struct pcp_set {
+    cpu_arrays_t lists[PCP_MAX_ORDER + 1];
+    unsigned high[PCP_MAX_ORDER + 1];  /* array capacity: the high watermark */
+    unsigned batch[PCP_MAX_ORDER + 1]; /* blocks moved per refill/drain */
+};
+
+extern struct zone page_zones[MAX_NUMNODES] SK_INTERNAL;
+extern struct pcp_set page_pcp SK_INTERNAL;
+
+void page_init(void);
+
+/* Descriptor of the page containing p, or NULL when p is not slabkit's. */
+static inline struct sk_page *page_of(const void *p)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (!s)
+        return NULL;
+    return (struct sk_page *)s->pages + (((uintptr_t)p >> SK_PAGE_SHIFT) & (SLICE_PAGES - 1));
+}
+/* Descriptor and slice in one step (the fast free path needs both). */
+static inline struct sk_page *page_of_slice(struct vm_slice *s, const void *p)
+{
+    return (struct sk_page *)s->pages + (((uintptr_t)p >> SK_PAGE_SHIFT) & (SLICE_PAGES - 1));
+}
+/* The slice whose header holds descriptor pg. */
+static inline struct vm_slice *page_slice(const struct sk_page *pg)
+{
+    return vm_header_of(pg);
+}
+static inline size_t page_index(const struct sk_page *pg)
+{
+    return (size_t)(pg - (const struct sk_page *)page_slice(pg)->pages);
+}
+static inline void *page_address(const struct sk_page *pg)
+{
+    return (void *)(page_slice(pg)->base + (page_index(pg) << SK_PAGE_SHIFT));
+}
+
+/* Allocate a block of 2^order pages; NULL with errno ENOMEM. */
+struct sk_page *page_alloc(unsigned order);
+void page_free(struct sk_page *pg, unsigned order);
+/* Exactly nr_pages pages (the tail of the power-of-two block is freed);
+ * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
+struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
+void page_free_exact(struct sk_page *pg);
+/* The allocated block head containing p (PG_HEAD), or NULL. */
+struct sk_page *page_find_head(const void *p);
+
+/* Return memory: blocks free for longer than age_ms go back to the OS
+ * (age 0: everything); pcp lists are drained first when `drain`.
+ * Returns bytes returned. */
+size_t page_reclaim(uint64_t age_ms, bool drain);
+/* Give back what a CPU's page lists hold. */
+void page_drain_pcp(void);
+
+struct page_stats {
+    unsigned long managed_pages, free_pages, dirty_pages, pcp_pages, purged_pages;
+    unsigned long free_blocks[SK_MAX_ORDER + 1];
+};
+void page_stats(struct page_stats *st);
+/* Walk every free block (tests): fn(address, order, clean). */
+void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg);
+
+void page_atfork_prepare(void);
+void page_atfork_parent(void);
+void page_atfork_child(void);
+
+#endif

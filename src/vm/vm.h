@@ -1,0 +1,87 @@
+/*
+ * vm.h — address space in slices, and the page map.
+ *
+ * A slice is a 64 MiB aligned piece of address space serving one page
+ * size: base 4 KiB pages, or 2 MiB huge pages (MADV_HUGEPAGE), or one
+ * direct mapping of a block larger than the buddy allocator's largest.
+ * Each slice has a header (struct vm_slice) outside the slice, holding the
+ * page descriptors of all its pages, so a slice is usable in full and its
+ * buddy blocks are naturally aligned.
+ *
+ * The page map answers, for ANY pointer value, which slice covers it:
+ * vm_slice_map[addr >> 26] for user addresses (below 2^47), in a static
+ * zero-filled table (2^21 entries, 16 MiB of address space of which only
+ * touched pages cost memory).  One load, no lock, no fault: a foreign or
+ * wild pointer reads NULL, a non-canonical one is rejected by its top bits.
+ */
+#ifndef SK_VM_H
+#define SK_VM_H
+
+#include <stdint.h>
+
+#include "os/os.h"
+
+#define SLICE_SHIFT 26
+#define SLICE_SIZE ((size_t)1 << SLICE_SHIFT)
+#define SLICE_PAGES (SLICE_SIZE >> SK_PAGE_SHIFT)
+#define VM_ADDR_BITS 47
+#define VM_MAP_ENTRIES ((size_t)1 << (VM_ADDR_BITS - SLICE_SHIFT))
+#define HUGE_PAGE_SHIFT 21
+#define HUGE_PAGE_SIZE ((size_t)1 << HUGE_PAGE_SHIFT)
+
+enum vm_slice_kind {
+    VM_SLICE_BASE = 1,    /* buddy memory on 4 KiB pages */
+    VM_SLICE_HUGE = 2,    /* buddy memory on 2 MiB pages where THP allows */
+    VM_SLICE_DIRECT = 3,  /* one mapping larger than a slice */
+    VM_SLICE_USER = 4,    /* sk_vm_map regions */
+};
+
+struct sk_page;           /* the page descriptor, defined by src/page */
+struct zone;
+
+/* Header of a slice.  For a direct mapping spanning several slices, every
+ * map entry points at the one header; its pages[0] describes the block. */
+struct vm_slice {
+    uintptr_t base;               /* first byte of the (first) slice */
+    size_t size;                  /* bytes mapped: SLICE_SIZE, or more when direct */
+    uint8_t kind;                 /* enum vm_slice_kind */
+    uint8_t huge;                 /* MADV_HUGEPAGE was applied */
+    uint16_t node;
+    uint32_t nr_slices;
+    struct zone *zone;            /* buddy slices: the zone they feed */
+    struct vm_slice *next;        /* all slices, for statistics and tests */
+    uint64_t pad[3];
+    /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 64). */
+    unsigned char pages[];
+};
+
+/* Slice headers are aligned to this, so a descriptor finds its header. */
+#define VM_HEADER_ALIGN ((size_t)2 << 20)
+static inline struct vm_slice *vm_header_of(const void *desc)
+{
+    return (struct vm_slice *)((uintptr_t)desc & ~(VM_HEADER_ALIGN - 1));
+}
+
+extern struct vm_slice *vm_slice_map[VM_MAP_ENTRIES] SK_INTERNAL;
+
+static inline struct vm_slice *vm_slice_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (unlikely(a >> VM_ADDR_BITS))
+        return NULL;
+    return __atomic_load_n(&vm_slice_map[a >> SLICE_SHIFT], __ATOMIC_RELAXED);
+}
+
+/* A new slice of `kind` (BASE or HUGE) with zeroed descriptors; NULL with
+ * errno ENOMEM when the OS refuses. */
+struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size);
+/* A direct mapping of `size` bytes (a multiple of 4 KiB) as a slice run:
+ * its header has one descriptor (pages[0]). */
+struct vm_slice *vm_direct_new(size_t size, size_t desc_size);
+void vm_direct_free(struct vm_slice *s);
+/* Every slice made so far (newest first). */
+struct vm_slice *vm_slices(void);
+/* Bytes of address space reserved, and slices by kind. */
+size_t vm_reserved_bytes(void);
+
+#endif
