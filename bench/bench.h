@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t bench_now_ns(void)
 {
@@ -51,18 +52,39 @@ static inline struct bench_stats bench_summary(double *v, int n)
     return s;
 }
 
-/* A progress line on stderr, overwritten in place on a terminal. */
+/* A progress line on stderr, overwritten in place on a terminal.  Into a
+ * log (not a terminal) it is a plain line, at most one every 2 seconds, so
+ * a run under `make bench > log` stays readable. */
+static inline int bench_stderr_tty(void)
+{
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    return tty;
+}
 static inline void bench_progress(const char *fmt, ...)
 {
+    static uint64_t last_ns;
     va_list ap;
+    if (!bench_stderr_tty()) {
+        uint64_t now = bench_now_ns();
+        if (last_ns && now - last_ns < 2000000000ull)
+            return;
+        last_ns = now;
+    }
     va_start(ap, fmt);
-    fprintf(stderr, "\r  ... ");
+    fprintf(stderr, bench_stderr_tty() ? "\r  ... " : "  ... ");
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\033[K");
+    fprintf(stderr, bench_stderr_tty() ? "\033[K" : "\n");
     va_end(ap);
     fflush(stderr);
 }
-static inline void bench_progress_done(void) { fprintf(stderr, "\r\033[K"); fflush(stderr); }
+static inline void bench_progress_done(void)
+{
+    if (bench_stderr_tty())
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
 
 /* Size with a K/M/G suffix ("1G", "64M", "4096"). */
 static inline size_t bench_parse_size(const char *s)

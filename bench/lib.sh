@@ -73,7 +73,9 @@ alloc_lib() {
         _l=$SK_BUILD/libslabkit.so
         [ -e "$_l" ] || return 1
         if [ -z "$_bench_slabkit_ok" ]; then
-            if LD_PRELOAD=$_l /bin/true >/dev/null 2>&1 &&
+            # It must also replace malloc, or the numbers would be glibc's.
+            if nm -D --defined-only "$_l" 2>/dev/null | grep -q ' T malloc$' &&
+               LD_PRELOAD=$_l /bin/true >/dev/null 2>&1 &&
                LD_PRELOAD=$_l /bin/sh -c 'echo ok | cat' >/dev/null 2>&1; then
                 _bench_slabkit_ok=yes
             else
@@ -98,7 +100,7 @@ alloc_list() {
             echo "$_a"
         else
             case $_a in
-            slabkit) bench_note "slabkit skipped: $SK_BUILD/libslabkit.so missing or does not run /bin/true" ;;
+            slabkit) bench_note "slabkit skipped: $SK_BUILD/libslabkit.so missing, exports no malloc, or does not run /bin/sh" ;;
             *) bench_note "$_a skipped: library not installed (bench/deps installs it)" ;;
             esac
         fi

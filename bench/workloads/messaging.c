@@ -1,0 +1,206 @@
+/*
+ * messaging — the analogue of `perf bench sched messaging` (hackbench) for
+ * an allocator: groups of sender and receiver threads, where every message
+ * is a 100-byte malloc'd object that the sender fills and hands to a
+ * receiver by writing the pointer into that receiver's pipe; the receiver
+ * reads the message and frees it.  So every object is allocated on one
+ * thread (often one CPU) and freed on another: the traffic SLUB's per-CPU
+ * partial lists were made for.
+ *
+ *     messaging [-g GROUPS] [-l LOOPS] [-f FDS] [-r RUNS] [-s SIZE] [-q]
+ *
+ * Each group has FDS senders and FDS receivers (20, as perf's default);
+ * each sender sends LOOPS messages to every receiver of its group.  The time
+ * from releasing the threads to the last receiver finishing is printed per
+ * run as "Total time: S [sec]" (perf's wording) and, with several runs, as
+ * mean +- stddev.  It links no allocator: choose one with LD_PRELOAD.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+static int groups = 2, fds = 20, loops = 100, msg_size = 100;
+
+struct receiver {
+    int rfd, wfd;              /* the pipe senders write pointers into */
+    long expect;               /* messages this receiver must read */
+    unsigned long sum;         /* checksum of what it read, so reads happen */
+};
+
+struct sender {
+    struct receiver *peers;    /* the fds receivers of its group */
+    int id;
+};
+
+static pthread_barrier_t start_barrier;
+static volatile unsigned long sink;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "messaging: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void *sender_main(void *arg)
+{
+    struct sender *s = arg;
+    pthread_barrier_wait(&start_barrier);
+    for (int l = 0; l < loops; l++) {
+        for (int r = 0; r < fds; r++) {
+            unsigned char *m = malloc((size_t)msg_size);
+            if (!m)
+                die("malloc");
+            memset(m, (s->id + l) & 0xff, (size_t)msg_size);
+            ssize_t w;
+            while ((w = write(s->peers[r].wfd, &m, sizeof m)) < 0 && errno == EINTR)
+                ;
+            if (w != (ssize_t)sizeof m)
+                die("write");
+        }
+    }
+    return NULL;
+}
+
+static void *receiver_main(void *arg)
+{
+    struct receiver *r = arg;
+    unsigned char *buf[64];
+    size_t have = 0;            /* bytes of a partial pointer carried over */
+    long got = 0;
+    unsigned long sum = 0;
+    pthread_barrier_wait(&start_barrier);
+    while (got < r->expect) {
+        ssize_t n = read(r->rfd, (char *)buf + have, sizeof buf - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            die("read");
+        have += (size_t)n;
+        size_t k = have / sizeof buf[0];
+        for (size_t i = 0; i < k; i++) {
+            unsigned char *m = buf[i];
+            sum += (unsigned long)m[0] + m[msg_size - 1];
+            free(m);
+        }
+        got += (long)k;
+        have -= k * sizeof buf[0];
+        if (have)
+            memmove(buf, (char *)buf + k * sizeof buf[0], have);
+    }
+    r->sum = sum;
+    return NULL;
+}
+
+/* One run: all threads of all groups, released together. */
+static double run_once(void)
+{
+    int nthreads = groups * fds * 2;
+    struct receiver *recv = calloc((size_t)(groups * fds), sizeof *recv);
+    struct sender *send = calloc((size_t)(groups * fds), sizeof *send);
+    pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
+    if (!recv || !send || !tid)
+        die("calloc");
+    pthread_barrier_init(&start_barrier, NULL, (unsigned)nthreads + 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+
+    int t = 0;
+    for (int g = 0; g < groups; g++) {
+        for (int i = 0; i < fds; i++) {
+            struct receiver *r = &recv[g * fds + i];
+            int p[2];
+            if (pipe(p) < 0)
+                die("pipe");
+            r->rfd = p[0];
+            r->wfd = p[1];
+            r->expect = (long)fds * loops;
+            if (pthread_create(&tid[t++], &attr, receiver_main, r))
+                die("pthread_create");
+        }
+        for (int i = 0; i < fds; i++) {
+            struct sender *s = &send[g * fds + i];
+            s->peers = &recv[g * fds];
+            s->id = g * fds + i;
+            if (pthread_create(&tid[t++], &attr, sender_main, s))
+                die("pthread_create");
+        }
+    }
+    pthread_barrier_wait(&start_barrier);
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < t; i++)
+        pthread_join(tid[i], NULL);
+    uint64_t t1 = bench_now_ns();
+
+    unsigned long sum = 0;
+    for (int i = 0; i < groups * fds; i++) {
+        sum += recv[i].sum;
+        close(recv[i].rfd);
+        close(recv[i].wfd);
+    }
+    sink = sum;
+    pthread_attr_destroy(&attr);
+    pthread_barrier_destroy(&start_barrier);
+    free(recv);
+    free(send);
+    free(tid);
+    return (double)(t1 - t0) / 1e9;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: messaging [-g GROUPS] [-l LOOPS] [-f FDS] [-r RUNS] [-s SIZE] [-q]\n"
+            "  -g  groups of FDS senders + FDS receivers (default 2)\n"
+            "  -l  messages from each sender to each receiver (default 100)\n"
+            "  -f  senders and receivers per group (default 20)\n"
+            "  -r  runs in this process (default 1)\n"
+            "  -s  message size in bytes (default 100)\n"
+            "  -q  print only the seconds of each run, one a line\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int runs = 1, quiet = 0, c;
+    while ((c = getopt(argc, argv, "g:l:f:r:s:qh")) != -1) {
+        switch (c) {
+        case 'g': groups = atoi(optarg); break;
+        case 'l': loops = atoi(optarg); break;
+        case 'f': fds = atoi(optarg); break;
+        case 'r': runs = atoi(optarg); break;
+        case 's': msg_size = atoi(optarg); break;
+        case 'q': quiet = 1; break;
+        default: usage();
+        }
+    }
+    if (groups < 1 || fds < 1 || loops < 1 || runs < 1 || msg_size < 1)
+        usage();
+    if (!quiet)
+        printf("# %d sender and %d receiver threads per group, %d groups (%d threads), "
+               "%d loops, %d-byte messages\n", fds, fds, groups, groups * fds * 2, loops, msg_size);
+    double *secs = calloc((size_t)runs, sizeof *secs);
+    if (!secs)
+        die("calloc");
+    for (int i = 0; i < runs; i++) {
+        if (runs > 1)
+            bench_progress("messaging run %d/%d", i + 1, runs);
+        secs[i] = run_once();
+        if (quiet)
+            printf("%.6f\n", secs[i]);
+        else
+            printf("     Total time: %.3f [sec]\n", secs[i]);
+        fflush(stdout);
+    }
+    bench_progress_done();
+    if (runs > 1 && !quiet) {
+        struct bench_stats s = bench_summary(secs, runs);
+        /* perf stat's layout; the spread here is the sample stddev. */
+        printf("\n %.4f +- %.4f seconds time elapsed  ( +- %.2f%% )\n", s.mean, s.stddev,
+               s.mean > 0 ? s.stddev / s.mean * 100 : 0);
+    }
+    free(secs);
+    return 0;
+}

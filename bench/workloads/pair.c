@@ -1,0 +1,191 @@
+/*
+ * pair — the cost of one malloc+free pair, for instruction counts under
+ * callgrind and for native nanoseconds.  Links no allocator: choose one
+ * with LD_PRELOAD.
+ *
+ *     pair MODE N [BATCHES]
+ *
+ *   same        N pairs of malloc(64)/free on one thread, with 1000 blocks
+ *               of mixed sizes live the whole time (a heap that is not empty)
+ *   cross       one thread mallocs N 64-byte objects, another frees them;
+ *               they are handed over in batches of 256 through a ring of 8
+ *               batches under a mutex, so the hand-over costs about one
+ *               instruction a pair
+ *   null-same, null-cross
+ *               the same loops with no malloc/free (a static object is
+ *               passed instead): the harness's own instructions, which
+ *               bench/pairs subtracts
+ *
+ * Without BATCHES the program just runs (for callgrind: bench/pairs runs
+ * N1 and N2 pairs and takes (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up
+ * cancels).  With BATCHES it runs N pairs BATCHES times natively and prints
+ * the median nanoseconds a pair.
+ */
+#include "bench.h"
+
+#include <pthread.h>
+
+#define OBJ 64
+#define LIVE 1000
+#define BATCH 256
+#define RING 8
+
+static int null_alloc;                 /* null-*: harness only */
+static unsigned char null_obj[OBJ];
+
+static inline void *get(void)
+{
+    void *p = null_alloc ? (void *)null_obj : malloc(OBJ);
+    /* The compiler may not drop a malloc/free pair it can see through. */
+    __asm__ volatile("" : "+r"(p) : : "memory");
+    return p;
+}
+
+static inline void put(void *p)
+{
+    __asm__ volatile("" : "+r"(p) : : "memory");
+    if (!null_alloc)
+        free(p);
+}
+
+/* ---- same thread ----------------------------------------------------------- */
+
+static void **live;
+
+static void live_make(void)
+{
+    static const size_t sizes[] = { 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4000 };
+    live = malloc(LIVE * sizeof *live);
+    if (!live)
+        abort();
+    for (int i = 0; i < LIVE; i++) {
+        size_t sz = sizes[(size_t)i % (sizeof sizes / sizeof sizes[0])];
+        live[i] = malloc(sz);
+        if (!live[i])
+            abort();
+        memset(live[i], i & 0xff, sz < 64 ? sz : 64);
+    }
+}
+
+static void live_free(void)
+{
+    for (int i = 0; i < LIVE; i++)
+        free(live[i]);
+    free(live);
+}
+
+static void same(long n)
+{
+    for (long i = 0; i < n; i++) {
+        void *p = get();
+        if (!p)
+            abort();
+        put(p);
+    }
+}
+
+/* ---- cross thread ---------------------------------------------------------- */
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    long head, tail;             /* batches produced, batches consumed */
+    void *slot[RING][BATCH];
+} ring = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, { { 0 } } };
+
+static long cross_batches;
+
+static void *consumer(void *arg)
+{
+    (void)arg;
+    for (long b = 0; b < cross_batches; b++) {
+        pthread_mutex_lock(&ring.lock);
+        while (ring.head == b)
+            pthread_cond_wait(&ring.cond, &ring.lock);
+        pthread_mutex_unlock(&ring.lock);
+        void **s = ring.slot[b % RING];
+        for (int i = 0; i < BATCH; i++)
+            put(s[i]);
+        pthread_mutex_lock(&ring.lock);
+        ring.tail = b + 1;
+        pthread_cond_broadcast(&ring.cond);
+        pthread_mutex_unlock(&ring.lock);
+    }
+    return NULL;
+}
+
+static void cross(long n)
+{
+    cross_batches = (n + BATCH - 1) / BATCH;
+    ring.head = ring.tail = 0;
+    pthread_t t;
+    if (pthread_create(&t, NULL, consumer, NULL))
+        abort();
+    for (long b = 0; b < cross_batches; b++) {
+        pthread_mutex_lock(&ring.lock);
+        while (b - ring.tail >= RING)
+            pthread_cond_wait(&ring.cond, &ring.lock);
+        pthread_mutex_unlock(&ring.lock);
+        void **s = ring.slot[b % RING];
+        for (int i = 0; i < BATCH; i++) {
+            s[i] = get();
+            if (!s[i])
+                abort();
+        }
+        pthread_mutex_lock(&ring.lock);
+        ring.head = b + 1;
+        pthread_cond_broadcast(&ring.cond);
+        pthread_mutex_unlock(&ring.lock);
+    }
+    pthread_join(t, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: pair same|cross|null-same|null-cross N [BATCHES]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    long n = atol(argv[2]);
+    int batches = argc > 3 ? atoi(argv[3]) : 0;
+    if (!strncmp(mode, "null-", 5)) {
+        null_alloc = 1;
+        mode += 5;
+    }
+    int is_cross = !strcmp(mode, "cross");
+    if (!is_cross && strcmp(mode, "same")) {
+        fprintf(stderr, "pair: unknown mode %s\n", argv[1]);
+        return 2;
+    }
+    live_make();
+    if (is_cross)
+        n = (n + BATCH - 1) / BATCH * BATCH;
+    if (batches <= 0) {
+        if (is_cross)
+            cross(n);
+        else
+            same(n);
+    } else {
+        double *ns = malloc((size_t)batches * sizeof *ns);
+        if (!ns)
+            abort();
+        /* One unmeasured round warms caches and the allocator's per-CPU state. */
+        if (is_cross)
+            cross(n / 4 + BATCH);
+        else
+            same(n / 4 + 1);
+        for (int b = 0; b < batches; b++) {
+            uint64_t t0 = bench_now_ns();
+            if (is_cross)
+                cross(n);
+            else
+                same(n);
+            ns[b] = (double)(bench_now_ns() - t0) / (double)n;
+        }
+        printf("%.2f\n", bench_summary(ns, batches).median);
+        free(ns);
+    }
+    live_free();
+    return 0;
+}
