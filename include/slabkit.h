@@ -142,14 +142,24 @@ SK_API int sk_vm_unmap(void *p, size_t size);
 
 /* ---- sk_mutex: futex mutex with MCS-queued optimistic spinning ---------- */
 
+/*
+ * A mutex for critical sections whose holder may be preempted.  Uncontended
+ * lock and unlock are one compare-and-swap each.  Contended waiters spin in
+ * an MCS queue (only its head polls the lock) while the owner looks like it
+ * is running, for a bounded time, then sleep on a futex; a waiter that has
+ * waited more than 1 ms takes a hand-off token and the next unlock passes
+ * the lock to it.  SLABKIT_OPTIONS=mutex_spin=0 turns spinning off.  Never
+ * allocates; valid when zero-filled; not recursive.  docs/mutex.md.
+ */
 typedef struct sk_mutex {
-    uint32_t state;          /* owner/contended word, futex target */
-    uint32_t handoff;        /* starvation handoff flag */
-    void    *osq;            /* tail of the MCS queue of spinners */
-    void    *owner;          /* owning thread's spin node, for the heuristic */
+    uint32_t state;     /* LOCKED | SLEEPERS | HANDOFF bits; 0 = free; futex word */
+    uint32_t handoff;   /* hand-off token: 0 free, 1 held by a starving waiter, 2 granted */
+    uint32_t owner;     /* (acquisition count << 12) | owner's CPU + 1: spin heuristic only */
+    uint32_t spinners;  /* threads in the spin queue, at most CPUs - 1 */
+    void    *osq;       /* tail of the MCS queue of spinners */
 } sk_mutex_t;
 
-#define SK_MUTEX_INITIALIZER { 0, 0, NULL, NULL }
+#define SK_MUTEX_INITIALIZER { 0, 0, 0, 0, NULL }
 
 SK_API void sk_mutex_init(sk_mutex_t *m);
 SK_API void sk_mutex_lock(sk_mutex_t *m);
