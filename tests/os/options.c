@@ -1,0 +1,182 @@
+/*
+ * options — the SLABKIT_OPTIONS parser accepts good input and survives bad
+ * input: an unknown key or a bad value (non-numeric, out of range, empty,
+ * overflowing, '=' alone, stray commas, a string longer than the parser's
+ * buffer) prints one warning line naming it, is counted, and leaves every
+ * option as it was; nothing crashes.  The warnings are captured from
+ * stderr and checked line by line.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "os/os.h"
+#include "tap.h"
+
+static char captured[8192];
+
+/* Parse `text` with stderr redirected to a temporary file; the warning
+ * lines end up in `captured`; returns the parser's warning count. */
+static int parse_capture(const char *text)
+{
+    FILE *tmp = tmpfile();
+    if (!tmp)
+        BAIL("tmpfile: cannot capture stderr");
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    int w = os_options_parse(text);
+    dup2(saved, 2);
+    close(saved);
+    size_t n = (size_t)lseek(fileno(tmp), 0, SEEK_END);
+    if (n >= sizeof captured)
+        n = sizeof captured - 1;
+    ssize_t r = pread(fileno(tmp), captured, n, 0);
+    captured[r > 0 ? r : 0] = 0;
+    fclose(tmp);
+    return w;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A bad input: `want` warnings, as many lines on stderr, each starting
+ * with "slabkit: ", the first naming `names` (may be NULL), and every
+ * option unchanged. */
+static void bad(const char *text, int want, const char *names, const char *what)
+{
+    struct sk_options before = sk_opt;
+    int w = parse_capture(text);
+    is(w, want, "%s: %d warning(s) counted", what, want);
+    int lines_ok = count_lines(captured) == want;
+    for (const char *l = captured; *l;) {
+        const char *nl = strchr(l, '\n');
+        if (strncmp(l, "slabkit: ", 9) != 0 || !nl) {
+            lines_ok = 0;
+            break;
+        }
+        l = nl + 1;
+    }
+    if (names && !strstr(captured, names))
+        lines_ok = 0;
+    if (!ok(lines_ok, "%s: one warning line each on stderr%s%s", what, names ? " naming " : "",
+            names ? names : ""))
+        diag("stderr was: %s", captured);
+    ok(!memcmp(&before, &sk_opt, sizeof before), "%s: options unchanged", what);
+    sk_opt = before;
+}
+
+int main(void)
+{
+    /* The environment is read once, over the defaults; a bad item in it
+     * is skipped without losing the good ones. */
+    setenv("SLABKIT_OPTIONS", "decay_ms=123,no_such_key=1,pcp=7", 1);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    os_options_init();
+    os_options_init();                 /* idempotent */
+    dup2(saved, 2);
+    close(saved);
+    close(null);
+    unsetenv("SLABKIT_OPTIONS");
+    is(sk_opt.decay_ms, 123, "environment: good value applied by os_options_init");
+    is(sk_opt.pcp, 1, "environment: bad value left the default");
+    is(sk_option("decay_ms"), 123, "sk_option reads the parsed value");
+    is(sk_option("no_such_key"), -1, "sk_option: unknown key is -1");
+    is(sk_option(""), -1, "sk_option: empty key is -1");
+
+    const struct sk_options defaults = sk_opt;
+
+    /* ---- good input ---- */
+    is(parse_capture(NULL), 0, "NULL: no warning");
+    is(parse_capture(""), 0, "empty string: no warning");
+    is(parse_capture("pcp=0,decay_ms=250,cpu_partial=-1"), 0, "three good keys: no warning");
+    ok(sk_opt.pcp == 0 && sk_opt.decay_ms == 250 && sk_opt.cpu_partial == -1, "three good keys applied");
+    ok(captured[0] == 0, "good input writes nothing to stderr");
+    sk_opt = defaults;
+    is(parse_capture("slab_reserved=0x40"), 0, "hex value accepted");
+    is(sk_opt.slab_reserved, 64, "hex value 0x40 is 64");
+    is(parse_capture("verbose"), 0, "bare key accepted");
+    is(sk_opt.verbose, 1, "bare key means key=1");
+    sk_opt = defaults;
+    is(parse_capture(",,pcp=0,,,mutex_spin=0,,"), 0, "stray commas around good items: no warning");
+    ok(sk_opt.pcp == 0 && sk_opt.mutex_spin == 0, "stray commas: both items applied");
+    sk_opt = defaults;
+    is(parse_capture("pcp=0,  mutex_spin=0"), 0, "spaces after a comma are skipped");
+    ok(sk_opt.pcp == 0 && sk_opt.mutex_spin == 0, "spaces after a comma: both applied");
+    sk_opt = defaults;
+    is(parse_capture("decay_ms=0,decay_ms=3600000"), 0, "range ends accepted");
+    is(sk_opt.decay_ms, 3600000, "the last of a repeated key wins");
+    sk_opt = defaults;
+    is(parse_capture(",,,, , ,"), 0, "only commas and spaces: no warning");
+    ok(!memcmp(&defaults, &sk_opt, sizeof defaults), "only commas and spaces: options unchanged");
+
+    /* ---- bad input: counted, named, ignored ---- */
+    bad("no_such_key=1", 1, "'no_such_key'", "unknown key");
+    bad("PCP=0", 1, "'PCP'", "keys are case-sensitive");
+    bad("pcp =0", 1, "'pcp '", "space before '=' makes an unknown key");
+    bad("decay_ms=abc", 1, "'abc'", "non-numeric value");
+    bad("decay_ms=12abc", 1, "'12abc'", "trailing garbage after a number");
+    bad("decay_ms=1.5", 1, "'1.5'", "fraction");
+    bad("pcp=2", 1, "for pcp", "above the range");
+    bad("pcp=-1", 1, "for pcp", "below the range");
+    bad("slab_reserved=4096", 1, "slab_reserved", "slab_reserved past 2048");
+    bad("decay_ms=99999999999999999999999", 1, "decay_ms", "overflowing number");
+    bad("decay_ms=-99999999999999999999999", 1, "decay_ms", "underflowing number");
+    bad("pcp=", 1, "for pcp", "empty value");
+    bad("pcp==0", 1, "'=0'", "'==' makes the value start with '='");
+    bad("=", 1, "''", "'=' alone");
+    bad("=5", 1, "''", "'=5' (no key)");
+    bad(",=,", 1, "''", "'=' between commas");
+    bad("pcp=0x", 1, "'0x'", "'0x' without digits");
+    bad("\x01\x7f\xff=1", 1, NULL, "control and high bytes in the key");
+    bad("bogus=1,decay_ms=x", 2, "'bogus'", "two bad items in one list");
+    {
+        struct sk_options before = sk_opt;
+        int w = parse_capture("pcp=0,bogus=1,decay_ms=x,mutex_spin=0");
+        is(w, 2, "mixed list: two warnings");
+        ok(sk_opt.pcp == 0 && sk_opt.mutex_spin == 0 && sk_opt.decay_ms == before.decay_ms,
+           "mixed list: good items applied, the bad value ignored");
+        sk_opt = before;
+    }
+
+    /* ---- length: the parser copies into a 1024-byte stack buffer ---- */
+    static char longs[64 * 1024];
+    memset(longs, 'a', sizeof longs - 1);
+    bad(longs, 1, "longer than", "64 KiB of one key");
+    char key500[600];
+    memset(key500, 'k', 500);
+    strcpy(key500 + 500, "=1");
+    bad(key500, 1, "kkkk", "500-byte unknown key");
+    char val500[600] = "decay_ms=";
+    memset(val500 + 9, '9', 500);
+    val500[509] = 0;
+    bad(val500, 1, "bad value", "500-digit value");
+    /* 1023 bytes fit (with the NUL): commas, then a good item at the end. */
+    memset(longs, ',', 1023);
+    memcpy(longs + 1023 - 5, "pcp=0", 5);
+    longs[1023] = 0;
+    is(parse_capture(longs), 0, "1023 bytes: parsed, no warning");
+    is(sk_opt.pcp, 0, "1023 bytes: the item at the very end applied");
+    sk_opt = defaults;
+    longs[1023] = ',';
+    longs[1024] = 0;
+    bad(longs, 1, "longer than", "1024 bytes: refused as a whole");
+
+    /* Many items: every bad one warns once, none is lost or doubled. */
+    char many[1000] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(many, i % 2 ? "x=1," : "pcp=9,");
+    bad(many, 40, NULL, "40 bad items");
+
+    ok(!memcmp(&defaults, &sk_opt, sizeof defaults), "after all bad input: options as before");
+    return done_testing();
+}
