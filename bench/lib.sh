@@ -29,7 +29,10 @@
 #                              ignored.  Lines: column 1 is x.  Bars: column 1
 #                              is the group label.  Without gnuplot they print
 #                              a note and return 0.
-#   bench_note MSG...          a progress/note line on stderr
+#   bench_note MSG...          a note line on stderr
+#   bench_progress MSG...      a progress line on stderr: rewritten in place on
+#                              a terminal, else a plain line at most every 2 s;
+#                              bench_progress_done ends it
 #   median N...                median of the numbers given
 #
 # Variables: SK_ROOT (repository root), B (build dir, default build),
@@ -50,6 +53,20 @@ BENCH_QUICK=${BENCH_QUICK:-1}
 mkdir -p "$RESULTS" 2>/dev/null
 
 bench_note() { printf '  [bench] %s\n' "$*" >&2; }
+
+_bench_prog_last=0
+bench_progress() {
+    if [ -t 2 ]; then
+        printf '\r  ... %s\033[K' "$*" >&2
+    else
+        _now=$(date +%s)
+        if [ "$_now" -ge $((_bench_prog_last + 2)) ]; then
+            _bench_prog_last=$_now
+            printf '  ... %s\n' "$*" >&2
+        fi
+    fi
+}
+bench_progress_done() { if [ -t 2 ]; then printf '\r\033[K' >&2; fi; }
 
 # First existing path of a peer's library: ldconfig's cache, then the
 # Debian multiarch directory.
