@@ -13,6 +13,8 @@
  *             owner; read only by the head spinner to decide whether to go
  *             on spinning.  Never trusted for exclusion.
  *   spinners  threads in the spin queue; bounded by CPUs - 1.
+ *   handoff_after  earliest time (us, wrapping) of the next hand-off,
+ *             written by each grantee (rule 3).
  *   osq       tail of the MCS queue of spinners (pointer to a pool node).
  *
  * Protocol:
@@ -32,7 +34,9 @@
  *      HANDOFF while the mutex is held (or takes it if free).  From then on
  *      no one can take the mutex (it never reads 0); the owner's unlock
  *      clears HANDOFF, keeps LOCKED, stores 2 to the token and wakes the
- *      token holder, which owns the mutex and frees the token.
+ *      token holder, which owns the mutex and frees the token.  The grantee
+ *      then bars hand-offs for 8x the time its own took (at most 50 ms), so
+ *      a reserved-but-idle mutex costs at most about 1/9 of its time.
  *   4. Spin-queue nodes come from a static pool, claimed per spin attempt
  *      and never freed, so a stale pointer left by the unqueue races (as in
  *      the kernel's per-CPU OSQ nodes) always points at valid memory, even
@@ -299,6 +303,16 @@ static bool mutex_spin(sk_mutex_t *m, uint32_t lockval)
 
 /* Take the hand-off token and wait for the lock to be passed to us.
  * false: another waiter holds the token. */
+static inline uint32_t now_us(void) { return (uint32_t)(os_now_ns() / 1000u); }
+
+/* Hand-offs allowed now?  Wrap-safe: only a time at most the cap ahead of
+ * now blocks them, so a stale value never does. */
+static inline bool handoff_allowed(const sk_mutex_t *m)
+{
+    uint32_t ahead = LD(&m->handoff_after) - now_us();
+    return ahead == 0 || ahead > MUTEX_HANDOFF_COOLDOWN_MAX_US;
+}
+
 static bool mutex_handoff_wait(sk_mutex_t *m)
 {
     uint32_t expect = MUTEX_HANDOFF_NONE;
@@ -317,8 +331,13 @@ static bool mutex_handoff_wait(sk_mutex_t *m)
         if (CAS(&m->state, &s, s | MUTEX_HANDOFF | MUTEX_SLEEPERS))
             break;
     }
+    uint32_t asked = now_us();
     while (LD_ACQ(&m->handoff) != MUTEX_HANDOFF_GRANTED)
         os_futex_wait(&m->handoff, MUTEX_HANDOFF_WAITING, -1);
+    uint32_t t = now_us(), cool = (t - asked) * MUTEX_HANDOFF_COOLDOWN;
+    if (cool > MUTEX_HANDOFF_COOLDOWN_MAX_US || t - asked > MUTEX_HANDOFF_COOLDOWN_MAX_US)
+        cool = MUTEX_HANDOFF_COOLDOWN_MAX_US;
+    ST(&m->handoff_after, t + cool);
     ST(&m->handoff, MUTEX_HANDOFF_NONE);
     stat_inc(MUTEX_HANDOFF_DONE);
     return true;
@@ -341,7 +360,7 @@ static SK_NOINLINE void mutex_lock_slow(sk_mutex_t *m)
             continue;
         }
         if (woken && !(s & MUTEX_HANDOFF) && os_now_ns() - start >= MUTEX_STARVE_NS &&
-            mutex_handoff_wait(m))
+            handoff_allowed(m) && mutex_handoff_wait(m))
             goto owned;
         if (!(s & MUTEX_SLEEPERS)) {
             if (!CAS(&m->state, &s, s | MUTEX_SLEEPERS))
@@ -385,6 +404,7 @@ void sk_mutex_init(sk_mutex_t *m)
     ST(&m->handoff, 0);
     ST(&m->owner, 0);
     ST(&m->spinners, 0);
+    ST(&m->handoff_after, 0);
     ST(&m->osq, NULL);
 }
 

@@ -35,7 +35,16 @@
  */
 #define MUTEX_SPIN_OWNER_NS  5000ull    /* same owner this long: it is preempted or blocked */
 #define MUTEX_SPIN_MAX_NS    20000ull   /* one spin attempt, head or queued, never longer */
+#ifndef MUTEX_STARVE_NS
 #define MUTEX_STARVE_NS      1000000ull /* waited this long and lost a wake-up: ask for hand-off */
+#endif
+/* After a hand-off that kept the mutex reserved for L (from the request to
+ * the grantee running), no new hand-off for MUTEX_HANDOFF_COOLDOWN x L, at
+ * most MUTEX_HANDOFF_COOLDOWN_MAX_US: a mutex reserved for a thread that is
+ * waiting for a CPU is idle, and back-to-back hand-offs would make every
+ * acquisition wait for a wake-up (a convoy). */
+#define MUTEX_HANDOFF_COOLDOWN        8u
+#define MUTEX_HANDOFF_COOLDOWN_MAX_US 50000u
 #define MUTEX_NODE_POOL      256        /* spin-queue nodes, never freed */
 
 /* Slow-path event counters, summed over CPUs (cheap: slow paths only). */

@@ -122,3 +122,8 @@ size_t vm_reserved_bytes(void)
 {
     return __atomic_load_n(&vm_bytes, __ATOMIC_RELAXED);
 }
+
+void vm_atfork_child(void)
+{
+    spin_unlock(&vm_lock);
+}

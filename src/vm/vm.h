@@ -83,5 +83,7 @@ void vm_direct_free(struct vm_slice *s);
 struct vm_slice *vm_slices(void);
 /* Bytes of address space reserved, and slices by kind. */
 size_t vm_reserved_bytes(void);
+/* In a forked child: the vm lock may have been held by a thread now gone. */
+void vm_atfork_child(void);
 
 #endif

@@ -1,0 +1,236 @@
+/*
+ * override.c — the malloc family on slabkit, for LD_PRELOAD and -lslabkit;
+ * fork, exit statistics and malloc_stats/malloc_trim.
+ *
+ * Invariants:
+ *  - Every entry point is safe before initialisation: the first call of any
+ *    of them initialises slabkit (kmalloc's slow path), and initialisation
+ *    never calls malloc, so nothing recurses.
+ *  - pthread_atfork is registered once, after initialisation, outside any
+ *    slabkit lock (it may itself allocate).
+ *  - fork takes no slabkit lock (docs/design.md, "fork"): a prepare handler
+ *    that did would deadlock against a thread in stdio.  The child, alone,
+ *    resets every lock, and repairs what a lock held at the fork protected.
+ * Lock order: none taken here except through the layers below.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "slab/slab.h"
+
+#define ALIAS(name) SK_API __attribute__((used))
+
+static void fork_child(void);
+static void fork_prepare(void);
+static void fork_parent(void);
+
+/* Registered from the first slow path after initialisation. */
+static void malloc_layer_init(void)
+{
+    static int done;
+    if (likely(__atomic_load_n(&done, __ATOMIC_ACQUIRE)))
+        return;
+    int expect = 0;
+    if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static SK_NOINLINE void *malloc_slow(size_t size)
+{
+    void *p = sk_malloc(size);
+    malloc_layer_init();
+    return p;
+}
+
+ALIAS(malloc) void *malloc(size_t size)
+{
+    if (likely(size <= KMALLOC_SMALL_MAX)) {
+        size_t s = size < 16 ? 16 : size;     /* 16-byte alignment: no kmalloc-8 */
+        struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(s + 7) >> 3]];
+        void *obj = cpu_pop(c->arrays);
+        if (likely(obj))
+            return obj;
+    }
+    return malloc_slow(size < 16 ? 16 : size);
+}
+
+ALIAS(free) void free(void *p)
+{
+    sk_free(p);
+}
+
+ALIAS(calloc) void *calloc(size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return sk_calloc(total < 16 ? 16 : total, 1);
+}
+
+ALIAS(realloc) void *realloc(void *p, size_t size)
+{
+    if (!p)
+        return malloc(size);
+    if (size == 0) {          /* glibc: free and return NULL */
+        free(p);
+        return NULL;
+    }
+    return sk_realloc(p, size < 16 ? 16 : size);
+}
+
+ALIAS(reallocarray) void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, total);
+}
+
+ALIAS(aligned_alloc) void *aligned_alloc(size_t align, size_t size)
+{
+    return sk_aligned_alloc(align, size < 16 ? 16 : size);
+}
+
+ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    int saved = errno;
+    void *p = sk_aligned_alloc(align, size < 16 ? 16 : size);
+    if (!p) {
+        int e = errno == EINVAL ? EINVAL : ENOMEM;
+        errno = saved;
+        return e;
+    }
+    *out = p;
+    return 0;
+}
+
+ALIAS(memalign) void *memalign(size_t align, size_t size)
+{
+    /* glibc rounds a bad alignment up to a power of two. */
+    if (align & (align - 1))
+        align = (size_t)1 << (64 - __builtin_clzl(align));
+    if (align == 0)
+        align = 16;
+    return sk_aligned_alloc(align, size < 16 ? 16 : size);
+}
+
+ALIAS(valloc) void *valloc(size_t size)
+{
+    return memalign(SK_PAGE_SIZE, size);
+}
+
+ALIAS(pvalloc) void *pvalloc(size_t size)
+{
+    size_t r = SK_ALIGN_UP(size ? size : 1, SK_PAGE_SIZE);
+    if (r < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return memalign(SK_PAGE_SIZE, r);
+}
+
+ALIAS(malloc_usable_size) size_t malloc_usable_size(void *p)
+{
+    return sk_usable_size(p);
+}
+
+ALIAS(malloc_trim) int malloc_trim(size_t pad)
+{
+    (void)pad;
+    return sk_trim() > 0;
+}
+
+static void print_totals(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    os_printf(2, "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "
+                 "returned to the OS %lu; address space %zu MiB\n",
+              st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages, st.purged_pages,
+              vm_reserved_bytes() >> 20);
+}
+
+ALIAS(malloc_stats) void malloc_stats(void)
+{
+    slab_init();
+    sk_slabinfo(stderr);
+    print_totals();
+}
+
+/* slabinfo_at_exit=1: the process's slabinfo on stderr when it exits. */
+__attribute__((destructor)) static void slabinfo_at_exit(void)
+{
+    if (sk_opt.slabinfo_at_exit && slab_ready()) {
+        sk_slabinfo(stderr);
+        print_totals();
+    }
+}
+
+/* ---- fork ---- */
+
+static void fork_prepare(void) { page_atfork_prepare(); }
+static void fork_parent(void) { page_atfork_parent(); }
+
+static bool lock_was_held(lock_t *l)
+{
+    return __atomic_load_n(&l->state, __ATOMIC_RELAXED) != 0;
+}
+
+static void reset_arrays(cpu_arrays_t tab)
+{
+    if (tab == cpu_empty_arrays)
+        return;
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        struct cpu_array *a = tab[cpu];
+        a->lock.v = 0;
+        /* A drain caught mid-way still had every object in the array. */
+        a->count = (int32_t)((uint32_t)a->count & ~CPU_ARRAY_LOCKED);
+    }
+}
+
+static void fork_child(void)
+{
+    cpu_atfork_child();
+    vm_atfork_child();
+    page_atfork_child();
+    slab_atfork_child();
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        reset_arrays(page_pcp.lists[o]);
+    for (struct slab_cache *c = slab_caches(); c; c = c->next) {
+        reset_arrays(c->arrays);
+        for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+            struct slab_cpu *sc = &c->cpu[cpu];
+            if (lock_was_held(&sc->lock)) {
+                /* Caught mid-refill: leak this CPU's slabs in the child. */
+                sc->slab = NULL;
+                sc->freelist = NULL;
+                sc->partial = NULL;
+                sc->partial_slabs = 0;
+            }
+            lock_reset(&sc->lock);
+        }
+        for (int n = 0; n < MAX_NUMNODES; n++) {
+            struct slab_node *nd = &c->node[n];
+            if (lock_was_held(&nd->list_lock)) {
+                /* Abandon a list caught mid-surgery: its slabs keep their
+                 * objects, and list_gen makes removals from it no-ops. */
+                nd->partial = NULL;
+                nd->nr_partial = 0;
+                nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
+            }
+            lock_reset(&nd->list_lock);
+        }
+    }
+}

@@ -1,0 +1,285 @@
+/*
+ * cache.c — creating and destroying slab caches, sizing them (order,
+ * array capacity, partial limits), and the sk_cache_* API.
+ *
+ * Lock order: cache_lock (the list of caches) -> the locks of slab.c.
+ * Invariants: a cache is fully initialised before it joins the list; the
+ * list only grows except by sk_cache_destroy of an empty cache.  Per-CPU
+ * memory of a cache (arrays and slab_cpu) comes straight from the OS, so a
+ * cache can be created before and inside malloc.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "slab/slab.h"
+
+static lock_t cache_lock = LOCK_INIT;
+static struct slab_cache *cache_list, *cache_tail;
+static bool slab_is_ready;
+
+bool slab_ready(void)
+{
+    return __atomic_load_n(&slab_is_ready, __ATOMIC_ACQUIRE);
+}
+
+struct slab_cache *slab_caches(void)
+{
+    return __atomic_load_n(&cache_list, __ATOMIC_ACQUIRE);
+}
+
+static unsigned fls_u(unsigned x)
+{
+    return x ? 32 - (unsigned)__builtin_clz(x) : 0;
+}
+
+/* The smallest order whose slab fits min_objects with leftover at most
+ * slab/fract (the kernel's calc_slab_order). */
+static unsigned calc_slab_order(size_t size, size_t reserved, unsigned min_objects,
+                                unsigned max_order, unsigned fract)
+{
+    unsigned order = 0;
+    while (((SK_PAGE_SIZE << order) - reserved) < size * min_objects && order <= max_order)
+        order++;
+    for (; order <= max_order; order++) {
+        size_t slab = SK_PAGE_SIZE << order;
+        if (slab <= reserved || slab - reserved < size)
+            continue;
+        size_t rem = (slab - reserved) % size + reserved;
+        if (rem <= slab / fract)
+            break;
+    }
+    return order;
+}
+
+/* The kernel's calculate_order: enough objects per slab for a few CPUs'
+ * worth of batches, waste at most 1/16, then 1/8, 1/4 of the slab, fewer
+ * objects before a larger order. */
+static unsigned calculate_order(size_t size, size_t reserved)
+{
+    unsigned min_objects = 4 * (fls_u((unsigned)cpu_nr_ids) + 1);
+    size_t max_objects = ((SK_PAGE_SIZE << 3) - reserved) / size;
+    if (min_objects > max_objects)
+        min_objects = (unsigned)max_objects;
+    while (min_objects > 1) {
+        for (unsigned fract = 16; fract >= 4; fract /= 2) {
+            unsigned o = calc_slab_order(size, reserved, min_objects, 3, fract);
+            if (o <= 3)
+                return o;
+        }
+        min_objects--;
+    }
+    unsigned o = calc_slab_order(size, reserved, 1, 3, 1);
+    if (o <= 3)
+        return o;
+    return calc_slab_order(size, reserved, 1, SLAB_MAX_ORDER, 1);
+}
+
+/* Per-CPU partial objects by object size, as SLUB sets them. */
+static unsigned default_cpu_partial(size_t size)
+{
+    if (size >= SK_PAGE_SIZE)
+        return 2;
+    if (size >= 1024)
+        return 6;
+    if (size >= 256)
+        return 13;
+    return 30;
+}
+
+/* Per-CPU array capacity: a few KiB to a few dozen KiB of objects per CPU
+ * per cache; measured in bench/ (docs/design.md, "array sizes"). */
+static unsigned default_array_cap(size_t size)
+{
+    size_t cap = 16384 / size;
+    if (cap > 128)
+        cap = 128;
+    if (cap < 8)
+        cap = size <= 8192 ? 8 : 4;
+    return (unsigned)cap;
+}
+
+static void *os_zalloc(size_t bytes)
+{
+    void *p = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
+    if (!p)
+        os_fatal("cannot map %zu bytes of cache metadata", bytes);
+    return p;
+}
+
+static void cache_setup(struct slab_cache *c, const char *name, size_t size, size_t align,
+                        unsigned flags, void (*ctor)(void *), bool kmalloc)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->object_size = (uint32_t)size;
+    c->flags = flags;
+    c->ctor = ctor;
+    c->kmalloc = kmalloc;
+    if (flags & SK_CACHE_HWALIGN && align < CACHE_LINE)
+        align = CACHE_LINE;
+    if (align < SLAB_MIN_ALIGN)
+        align = SLAB_MIN_ALIGN;
+    c->align = (uint32_t)align;
+    size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
+    /* Objects are freed in their constructed state: with a constructor,
+     * the free pointer lives after the object, never inside it. */
+    c->offset = 0;
+    if (ctor) {
+        c->offset = (uint32_t)SK_ALIGN_UP(size, sizeof(void *));
+        stride = SK_ALIGN_UP(c->offset + sizeof(void *), align);
+    }
+    c->size = (uint32_t)stride;
+    c->reserved = (uint32_t)SK_ALIGN_UP((size_t)sk_opt.slab_reserved, align);
+    c->order = (uint16_t)calculate_order(stride, c->reserved);
+    c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
+    c->recip = ((1ull << 32) + stride - 1) / stride;
+    c->random = (uintptr_t)os_random64();
+    c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
+    c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
+    if (c->batch > SLAB_BATCH_MAX)
+        c->batch = SLAB_BATCH_MAX;
+    if (sk_opt.cpu_partial < 0)
+        c->cpu_partial = default_cpu_partial(stride);
+    else
+        c->cpu_partial = (uint32_t)sk_opt.cpu_partial;
+    /* The kernel's conversion: about half of the slabs are full enough. */
+    c->cpu_partial_slabs = c->cpu_partial ? (c->cpu_partial * 2 + c->objects - 1) / c->objects : 0;
+    if (c->cpu_partial && c->cpu_partial_slabs < 2)
+        c->cpu_partial_slabs = 2;
+    unsigned mp = fls_u(c->size) / 2;
+    c->min_partial = mp < 5 ? 5 : mp > 10 ? 10 : mp;
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        lock_reset(&c->node[n].list_lock);
+        c->node[n].gen = 1;
+    }
+    c->cpu = os_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
+    c->arrays = cpu_arrays_init(os_zalloc(cpu_arrays_bytes(c->array_cap)), c->array_cap);
+}
+
+static void cache_publish(struct slab_cache *c)
+{
+    lock_acquire(&cache_lock);
+    c->next = NULL;
+    if (cache_tail)
+        cache_tail->next = c;
+    else
+        __atomic_store_n(&cache_list, c, __ATOMIC_RELEASE);
+    cache_tail = c;
+    lock_release(&cache_lock);
+}
+
+struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
+                                     unsigned flags, void (*ctor)(void *), bool kmalloc)
+{
+    struct slab_cache *c = os_zalloc(sizeof *c);
+    cache_setup(c, name, size, align, flags, ctor, kmalloc);
+    cache_publish(c);
+    return c;
+}
+
+void slab_init(void)
+{
+    static spinlock_t init_lock = SPINLOCK_INIT;
+    if (likely(slab_ready()))
+        return;
+    spin_lock(&init_lock);
+    if (!slab_is_ready) {
+        page_init();
+        kmalloc_init();
+        __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
+    }
+    spin_unlock(&init_lock);
+}
+
+/* ---- bad input ---- */
+
+void slab_bad_free(const char *what, const char *call, const void *p, const struct slab_cache *c,
+                   const void *object)
+{
+    if (object)
+        os_fatal("%s: %s(%p) in %s, object at %p", what, call, p, c ? c->name : "?", object);
+    if (c)
+        os_fatal("%s: %s(%p) in %s", what, call, p, c->name);
+    os_fatal("%s: %s(%p)", what, call, p);
+}
+
+/* ---- the sk_cache API ---- */
+
+sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigned flags, void (*ctor)(void *))
+{
+    slab_init();
+    if (!name || size == 0 || size > (SK_PAGE_SIZE << SLAB_MAX_ORDER) / 2 ||
+        (align & (align - 1)) || align > SK_PAGE_SIZE) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return (sk_cache_t *)slab_cache_create(name, size, align, flags, ctor, false);
+}
+
+void *sk_cache_alloc(sk_cache_t *cache)
+{
+    return slab_alloc((struct slab_cache *)cache);
+}
+
+void sk_cache_free(sk_cache_t *cache, void *obj)
+{
+    struct slab_cache *c = (struct slab_cache *)cache, *owner;
+    if (unlikely(!obj))
+        return;
+    struct sk_page *pg = slab_of_object(obj, &owner);
+    if (unlikely(!pg || owner != c)) {
+        if (pg)
+            os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
+        os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
+    }
+    slab_free(c, obj);
+}
+
+int sk_cache_shrink(sk_cache_t *cache)
+{
+    return slab_shrink((struct slab_cache *)cache);
+}
+
+int sk_cache_destroy(sk_cache_t *cache)
+{
+    struct slab_cache *c = (struct slab_cache *)cache;
+    if (!c)
+        return 0;
+    slab_shrink(c);
+    struct sk_cache_info info;
+    slab_cache_info(c, &info);
+    if (info.active_objs) {
+        os_warn("sk_cache_destroy(%s): %lu objects still allocated; cache kept", c->name, info.active_objs);
+        errno = EBUSY;
+        return -1;
+    }
+    lock_acquire(&cache_lock);
+    struct slab_cache **pp = &cache_list, *prev = NULL;
+    while (*pp && *pp != c) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp)
+        *pp = c->next;
+    if (cache_tail == c)
+        cache_tail = prev;
+    lock_release(&cache_lock);
+    /* Remaining empty slabs (kept for min_partial) are gone after shrink;
+     * the metadata stays mapped: a racing slabinfo reader may hold it. */
+    return 0;
+}
+
+const char *sk_cache_name(const sk_cache_t *cache)
+{
+    return ((const struct slab_cache *)cache)->name;
+}
+
+size_t sk_cache_object_size(const sk_cache_t *cache)
+{
+    return ((const struct slab_cache *)cache)->object_size;
+}
+
+void slab_atfork_child(void)
+{
+    lock_reset(&cache_lock);
+}

@@ -1,0 +1,286 @@
+/*
+ * kmalloc.c — size classes, the sk_malloc family, and large blocks.
+ *
+ * Classes: kmalloc-8, then multiples of 16 up to 128 (every class from 16
+ * up is 16-byte aligned, as malloc must be), then four classes per
+ * doubling up to 32 KiB, so internal waste above 128 bytes stays under
+ * 25%.  Sizes up to 1024 find their class with one table load; larger
+ * ones scan the few classes above.  Beyond 32 KiB a block comes from the
+ * page allocator as exactly the pages needed (the tail of its power-of-two
+ * block goes back at once); beyond the largest buddy order (64 MiB), from
+ * a direct mapping of whole slices, still known to the page map.
+ *
+ * Invariants: before slab_init() every table entry points at a boot cache
+ * whose per-CPU arrays are always empty, so the first allocation takes the
+ * slow path, which initialises slabkit and starts over.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "slab/slab.h"
+
+static const uint32_t class_sizes[] = {
+    8, 16, 32, 48, 64, 80, 96, 112, 128,
+    160, 192, 224, 256, 320, 384, 448, 512,
+    640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+    2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
+    10240, 12288, 14336, 16384, 20480, 24576, 28672, 32768,
+};
+_Static_assert(SK_ARRAY_SIZE(class_sizes) <= KMALLOC_NR_CLASSES, "too many classes");
+
+static struct slab_cache kmalloc_boot = { .arrays = cpu_empty_arrays, .size = 1, .objects = 0 };
+struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 1] = &kmalloc_boot };
+uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1];
+uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
+unsigned kmalloc_nr_classes;
+
+void kmalloc_init(void)
+{
+    kmalloc_nr_classes = SK_ARRAY_SIZE(class_sizes);
+    for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
+        char name[SLAB_NAME_LEN];
+        uint32_t size = class_sizes[i];
+        /* Natural alignment: the largest power of two dividing the size,
+         * up to a page, so aligned_alloc can use ordinary classes. */
+        size_t align = (size_t)1 << __builtin_ctz(size);
+        if (align > SK_PAGE_SIZE)
+            align = SK_PAGE_SIZE;
+        snprintf(name, sizeof name, "kmalloc-%u", size);
+        kmalloc_class_size[i] = size;
+        struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
+        __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
+    }
+    unsigned cls = 0;
+    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
+        size_t size = (size_t)i * 8;
+        while (class_sizes[cls] < size)
+            cls++;
+        kmalloc_small_index[i] = (uint8_t)cls;
+    }
+    /* Size 0 gets the smallest malloc-aligned class, like glibc. */
+    kmalloc_small_index[0] = 1;
+}
+
+/* ---- large blocks ---- */
+
+void *kmalloc_large(size_t size, size_t align)
+{
+    size_t pages = (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
+    if (size > PTRDIFF_MAX || pages == 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned align_order = 0;
+    while ((SK_PAGE_SIZE << align_order) < align)
+        align_order++;
+    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER) {
+        struct sk_page *pg = page_alloc_exact(pages, align_order);
+        return pg ? page_address(pg) : NULL;
+    }
+    if (align > SLICE_SIZE) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct vm_slice *s = vm_direct_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
+    if (!s)
+        return NULL;
+    struct sk_page *pg = (struct sk_page *)s->pages;
+    pg->large.nr_pages = pages;
+    __atomic_store_n(&pg->flags, PG_HEAD | PG_LARGE | PG_ZEROED, __ATOMIC_RELEASE);
+    return (void *)s->base;
+}
+
+/* Why p cannot be freed: never returns. */
+static __attribute__((noreturn)) void bad_pointer(const void *p, const char *call)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (!s)
+        slab_bad_free("invalid pointer", call, p, NULL, NULL), __builtin_unreachable();
+    if (s->kind == VM_SLICE_DIRECT)
+        os_fatal("interior pointer: %s(%p) in a %zu-byte mapping at %p", call, p, s->size, (void *)s->base);
+    struct sk_page *pg = page_of_slice(s, p);
+    if (pg->flags & PG_SLAB) {
+        struct slab_cache *c = pg->slab.cache;
+        uint32_t idx = slab_obj_index(c, pg, p);
+        if ((const char *)p < pg->slab.s_mem || idx >= c->objects)
+            os_fatal("invalid pointer: %s(%p) in %s, outside any object", call, p, c->name);
+        slab_bad_free("interior pointer", call, p, c, pg->slab.s_mem + (size_t)idx * c->size);
+    }
+    struct sk_page *head = page_find_head(p);
+    if (head && (head->flags & PG_LARGE))
+        os_fatal("interior pointer: %s(%p) in a %zu-page block at %p", call, p,
+                 (size_t)head->large.nr_pages, page_address(head));
+    if (head)
+        os_fatal("invalid pointer: %s(%p) is a page block, not from malloc", call, p);
+    if (page_address(pg) == p && (pg->flags & (PG_BUDDY | PG_PCP)))
+        os_fatal("double free: %s(%p) of a free block", call, p);
+    os_fatal("invalid pointer: %s(%p) points into free memory (double free?)", call, p);
+}
+
+void kmalloc_free_nonslab(void *p, const char *call)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (s && s->kind == VM_SLICE_DIRECT) {
+        struct sk_page *pg = (struct sk_page *)s->pages;
+        if ((uintptr_t)p != s->base || !(pg->flags & PG_LARGE))
+            bad_pointer(p, call);
+        pg->flags = 0;
+        vm_direct_free(s);
+        return;
+    }
+    if (s) {
+        struct sk_page *pg = page_of_slice(s, p);
+        if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && page_address(pg) == p) {
+            page_free_exact(pg);
+            return;
+        }
+    }
+    bad_pointer(p, call);
+}
+
+size_t kmalloc_usable_nonslab(const void *p, const char *call)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (s && s->kind == VM_SLICE_DIRECT) {
+        struct sk_page *pg = (struct sk_page *)s->pages;
+        if ((uintptr_t)p == s->base && (pg->flags & PG_LARGE))
+            return pg->large.nr_pages << SK_PAGE_SHIFT;
+    } else if (s) {
+        struct sk_page *pg = page_of_slice(s, p);
+        if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && page_address(pg) == p)
+            return pg->large.nr_pages << SK_PAGE_SHIFT;
+    }
+    bad_pointer(p, call);
+}
+
+/* ---- the sk_malloc family ---- */
+
+static SK_NOINLINE void *kmalloc_slow(size_t size)
+{
+    slab_init();
+    if (size <= KMALLOC_MAX_CACHE_SIZE)
+        return slab_alloc(kmalloc_caches[kmalloc_index(size)]);
+    return kmalloc_large(size, 0);
+}
+
+void *sk_malloc(size_t size)
+{
+    if (likely(size <= KMALLOC_SMALL_MAX)) {
+        struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(size + 7) >> 3]];
+        void *obj = cpu_pop(c->arrays);
+        if (likely(obj))
+            return obj;
+    }
+    return kmalloc_slow(size);
+}
+
+static SK_NOINLINE void sk_free_slow(void *p, const char *call)
+{
+    kmalloc_free_nonslab(p, call);
+}
+
+void sk_free(void *p)
+{
+    struct slab_cache *c;
+    if (unlikely(!p))
+        return;
+    if (likely(slab_of_object(p, &c))) {
+        slab_free(c, p);
+        return;
+    }
+    sk_free_slow(p, "free");
+}
+
+size_t sk_usable_size(const void *p)
+{
+    struct slab_cache *c;
+    if (!p)
+        return 0;
+    if (slab_of_object(p, &c))
+        return c->offset ? c->object_size : c->size;
+    return kmalloc_usable_nonslab(p, "malloc_usable_size");
+}
+
+static bool known_zero(const void *p)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (!s)
+        return false;
+    if (s->kind == VM_SLICE_DIRECT)
+        return true;
+    struct sk_page *pg = page_of_slice(s, p);
+    return (pg->flags & (PG_LARGE | PG_ZEROED)) == (PG_LARGE | PG_ZEROED);
+}
+
+void *sk_calloc(size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = sk_malloc(total);
+    if (p && !(total > KMALLOC_MAX_CACHE_SIZE && known_zero(p)))
+        memset(p, 0, total);
+    return p;
+}
+
+void *sk_realloc(void *p, size_t size)
+{
+    if (!p)
+        return sk_malloc(size);
+    if (size == 0) {
+        sk_free(p);
+        return NULL;
+    }
+    struct slab_cache *c;
+    size_t old;
+    if (slab_of_object(p, &c)) {
+        old = c->offset ? c->object_size : c->size;
+        /* In place while the class still fits and is not more than twice
+         * what is needed (then a smaller class is worth the copy). */
+        if (size <= old && (size > old / 2 || old <= 16))
+            return p;
+    } else {
+        old = kmalloc_usable_nonslab(p, "realloc");
+        if (size <= old && size > KMALLOC_MAX_CACHE_SIZE && size > old / 2)
+            return p;
+    }
+    void *q = sk_malloc(size);
+    if (!q)
+        return NULL;
+    memcpy(q, p, size < old ? size : old);
+    sk_free(p);
+    return q;
+}
+
+void *sk_aligned_alloc(size_t align, size_t size)
+{
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (align <= 16)
+        return sk_malloc(size);
+    slab_init();
+    if (size <= KMALLOC_MAX_CACHE_SIZE && align <= SK_PAGE_SIZE) {
+        /* A class whose stride is a multiple of align: every object of it
+         * is aligned (slabs and s_mem are aligned to the class alignment). */
+        unsigned i = kmalloc_index(size < align ? align : size);
+        for (; i < kmalloc_nr_classes; i++) {
+            struct slab_cache *c = kmalloc_caches[i];
+            if (c->size % align == 0 && c->reserved % align == 0)
+                return slab_alloc(c);
+        }
+    }
+    return kmalloc_large(size < align ? align : size, align);
+}
+
+size_t sk_trim(void)
+{
+    if (!slab_ready())
+        return 0;
+    for (struct slab_cache *c = slab_caches(); c; c = c->next)
+        slab_shrink(c);
+    return page_reclaim(0, true);
+}

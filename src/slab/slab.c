@@ -1,0 +1,618 @@
+/*
+ * slab.c — SLUB slab caches: refill and flush of the per-CPU object arrays,
+ * per-CPU partial lists in front of the node partial lists, slab creation
+ * and destruction, shrinking.
+ *
+ * Lock order:
+ *   1. slab_cpu->lock     (per cache per CPU; an sk_mutex: its holder may
+ *                          be preempted between refill steps)
+ *   2. slab_node->list_lock (an sk_mutex)
+ *   3. zone->lock         (page allocator, below)
+ * No lock is held across a per-CPU array operation that could block.
+ *
+ * Slab states and who may change what (the SLUB protocol):
+ *  - frozen: the slab belongs to one CPU (its CPU slab, or on its CPU
+ *    partial list).  It is exempt from list management: only that CPU,
+ *    under its slab_cpu lock, takes objects from it; anyone may give objects
+ *    back to slab->freelist with cmpxchg16b on (freelist, counters).
+ *  - not frozen, freelist != NULL: on its node's partial list.  Changing
+ *    list membership of such a slab needs list_lock.
+ *  - not frozen, freelist == NULL: full, on no list.  The first free into a
+ *    full slab freezes it in the same cmpxchg and puts it on the freeing
+ *    CPU's partial list (or, with cpu_partial=0, on the node list under
+ *    list_lock).
+ *  - counters.inuse counts objects not on slab->freelist: handed to users,
+ *    in per-CPU arrays, or on a CPU's private freelist.
+ * A CPU's private freelist (slab_cpu->freelist) holds objects of its CPU
+ * slab that only that CPU hands out; it needs no atomics.
+ * Free pointers are stored obfuscated (cache random ^ slot address), the
+ * kernel's SLAB_FREELIST_HARDENED, behind get_fp/set_fp.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "slab/slab.h"
+
+/* ---- free pointers ---- */
+
+static inline void *get_fp(const struct slab_cache *c, void *obj)
+{
+    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
+    return (void *)(*slot ^ c->random ^ (uintptr_t)slot);
+}
+
+static inline void set_fp(const struct slab_cache *c, void *obj, void *next)
+{
+    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
+    *slot = (uintptr_t)next ^ c->random ^ (uintptr_t)slot;
+}
+
+/* A decoded free pointer must be NULL or an object of the same slab. */
+static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_page *pg, void *obj)
+{
+    void *next = get_fp(c, obj);
+    if (next && ((uintptr_t)next - (uintptr_t)pg->slab.s_mem >= (uintptr_t)c->objects * c->size ||
+                 slab_obj_index(c, pg, next) * c->size != (uint32_t)((char *)next - pg->slab.s_mem)))
+        os_fatal("freelist corrupted in %s: object %p links to %p (use after free?)", c->name, obj, next);
+    return next;
+}
+
+/* ---- statistics ---- */
+
+static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
+{
+    __atomic_fetch_add(&c->cpu[cpu_current()].stat[item], v, __ATOMIC_RELAXED);
+}
+#define stat(c, item) stat_add(c, item, 1)
+
+/* ---- the (freelist, counters) pair ---- */
+
+static inline void *slab_freelist(struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->slab.freelist, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t slab_counters(struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->slab.counters, __ATOMIC_ACQUIRE);
+}
+
+static inline bool slab_cmpxchg(struct slab_cache *c, struct sk_page *pg, void *old_fl, uint64_t old_c,
+                                void *new_fl, uint64_t new_c)
+{
+    unsigned __int128 o = ((unsigned __int128)old_c << 64) | (uintptr_t)old_fl;
+    unsigned __int128 n = ((unsigned __int128)new_c << 64) | (uintptr_t)new_fl;
+    if (likely(__sync_bool_compare_and_swap((unsigned __int128 *)&pg->slab.freelist, o, n)))
+        return true;
+    stat(c, SK_CMPXCHG_FAIL);
+    return false;
+}
+
+static inline struct sk_page *slab_head(struct sk_page *pg)
+{
+    return pg->slab.head;
+}
+
+/* ---- node partial lists (list_lock held) ---- */
+
+static void add_partial(struct slab_node *n, struct sk_page *pg)
+{
+    pg->slab.prev = NULL;
+    pg->slab.next = n->partial;
+    if (n->partial)
+        n->partial->slab.prev = pg;
+    n->partial = pg;
+    pg->list_gen = n->gen;
+    n->nr_partial++;
+}
+
+static void remove_partial(struct slab_node *n, struct sk_page *pg)
+{
+    if (pg->list_gen != n->gen)
+        return;   /* on a list abandoned by a forked child: leave it */
+    if (pg->slab.prev)
+        pg->slab.prev->slab.next = pg->slab.next;
+    else
+        n->partial = pg->slab.next;
+    if (pg->slab.next)
+        pg->slab.next->slab.prev = pg->slab.prev;
+    pg->list_gen = 0;
+    n->nr_partial--;
+}
+
+/* ---- slabs ---- */
+
+static struct sk_page *new_slab(struct slab_cache *c, void **freelist)
+{
+    struct sk_page *pg = page_alloc(c->order);
+    if (!pg)
+        return NULL;
+    char *base = page_address(pg);
+    char *s_mem = base + c->reserved;
+    size_t pages = (size_t)1 << c->order;
+    for (size_t i = 1; i < pages; i++) {
+        pg[i].slab.cache = c;
+        pg[i].slab.s_mem = s_mem;
+        pg[i].slab.head = pg;
+        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL, __ATOMIC_RELEASE);
+    }
+    pg->slab.cache = c;
+    pg->slab.s_mem = s_mem;
+    pg->slab.head = pg;
+    pg->slab.next = pg->slab.prev = NULL;
+    pg->list_gen = 0;
+    /* Chain every object in address order; construct each once, now. */
+    for (unsigned i = 0; i < c->objects; i++) {
+        char *obj = s_mem + (size_t)i * c->size;
+        if (c->ctor)
+            c->ctor(obj);
+        set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
+    }
+    union slab_counters cnt = { .v = 0 };
+    cnt.inuse = c->objects;
+    cnt.objects = c->objects;
+    cnt.frozen = 1;
+    pg->slab.freelist = NULL;
+    pg->slab.counters = cnt.v;
+    struct slab_node *n = &c->node[pg->node];
+    __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&n->total_objects, c->objects, __ATOMIC_RELAXED);
+    __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB, __ATOMIC_RELEASE);
+    *freelist = s_mem;
+    stat(c, SK_NEW_SLAB);
+    return pg;
+}
+
+static void discard_slab(struct slab_cache *c, struct sk_page *pg)
+{
+    struct slab_node *n = &c->node[pg->node];
+    __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&n->total_objects, c->objects, __ATOMIC_RELAXED);
+    size_t pages = (size_t)1 << c->order;
+    for (size_t i = 1; i < pages; i++)
+        __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
+    pg->flags = PG_HEAD;
+    stat(c, SK_FREE_SLAB);
+    page_free(pg, c->order);
+}
+
+/* Take the whole freelist of a frozen slab (remote frees since we last
+ * looked).  An empty frozen slab is unfrozen instead: it is full and goes
+ * on no list, and the next free into it will freeze it again. */
+static void *take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired)
+{
+    for (;;) {
+        void *fl = slab_freelist(pg);
+        union slab_counters old = { .v = slab_counters(pg) }, new = old;
+        if (fl) {
+            new.inuse = new.objects;
+            if (slab_cmpxchg(c, pg, fl, old.v, NULL, new.v)) {
+                *retired = false;
+                return fl;
+            }
+        } else {
+            new.frozen = 0;
+            if (slab_cmpxchg(c, pg, NULL, old.v, NULL, new.v)) {
+                *retired = true;
+                return NULL;
+            }
+        }
+    }
+}
+
+/* Freeze a node-list slab for this CPU (list_lock held), optionally taking
+ * its freelist. */
+static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
+{
+    for (;;) {
+        void *fl = slab_freelist(pg);
+        union slab_counters old = { .v = slab_counters(pg) }, new = old;
+        new.frozen = 1;
+        if (take)
+            new.inuse = new.objects;
+        if (slab_cmpxchg(c, pg, fl, old.v, take ? NULL : fl, new.v))
+            return fl;
+    }
+}
+
+/* Get a slab from the node partial list, and (cpu partial on) stock this
+ * CPU's partial list with a few more under the same lock acquisition. */
+static struct sk_page *get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl)
+{
+    struct slab_node *n = &c->node[0];
+    if (!__atomic_load_n(&n->partial, __ATOMIC_RELAXED))
+        return NULL;
+    struct sk_page *got = NULL;
+    lock_acquire(&n->list_lock);
+    while (n->partial) {
+        struct sk_page *pg = n->partial;
+        remove_partial(n, pg);
+        if (!got) {
+            *fl = freeze_slab(c, pg, true);
+            got = pg;
+            if (!c->cpu_partial)
+                break;
+        } else {
+            freeze_slab(c, pg, false);
+            pg->slab.next = sc->partial;
+            sc->partial = pg;
+            sc->partial_slabs++;
+        }
+        if (sc->partial_slabs * 2 >= c->cpu_partial_slabs)
+            break;
+    }
+    lock_release(&n->list_lock);
+    if (got)
+        stat(c, SK_NODE_PARTIAL_ALLOC);
+    return got;
+}
+
+/* Move a CPU partial list to the node list: one list_lock acquisition. */
+static void unfreeze_partials(struct slab_cache *c, struct sk_page *list)
+{
+    if (!list)
+        return;
+    struct slab_node *n = &c->node[0];
+    struct sk_page *discard = NULL;
+    lock_acquire(&n->list_lock);
+    while (list) {
+        struct sk_page *pg = list;
+        list = pg->slab.next;
+        union slab_counters old, new;
+        void *fl;
+        do {
+            fl = slab_freelist(pg);
+            old.v = slab_counters(pg);
+            new = old;
+            new.frozen = 0;
+        } while (!slab_cmpxchg(c, pg, fl, old.v, fl, new.v));
+        if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
+            pg->slab.next = discard;
+            discard = pg;
+        } else {
+            add_partial(n, pg);
+            stat(c, SK_NODE_PARTIAL_FREE);
+        }
+    }
+    lock_release(&n->list_lock);
+    stat(c, SK_CPU_PARTIAL_DRAIN);
+    while (discard) {
+        struct sk_page *pg = discard;
+        discard = pg->slab.next;
+        discard_slab(c, pg);
+    }
+}
+
+/* A slab that just became partial joins this CPU's partial list. */
+static void put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
+{
+    struct slab_cpu *sc = &c->cpu[cpu_current()];
+    struct sk_page *drain = NULL;
+    lock_acquire(&sc->lock);
+    pg->slab.next = sc->partial;
+    sc->partial = pg;
+    sc->partial_slabs++;
+    sc->stat[SK_CPU_PARTIAL_FREE]++;
+    if (sc->partial_slabs > c->cpu_partial_slabs) {
+        drain = sc->partial;
+        sc->partial = NULL;
+        sc->partial_slabs = 0;
+    }
+    lock_release(&sc->lock);
+    unfreeze_partials(c, drain);
+}
+
+/*
+ * Give a chain head..tail of cnt objects back to slab pg (SLUB's
+ * __slab_free): lock-free unless the slab's list membership changes.
+ */
+static void slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
+{
+    struct slab_node *n = &c->node[pg->node];
+    bool locked = false, was_frozen;
+    void *prior;
+    union slab_counters old, new;
+    for (;;) {
+        prior = slab_freelist(pg);
+        old.v = slab_counters(pg);
+        if (unlikely(prior == head))
+            slab_bad_free("double free", "free", head, c, NULL);
+        if (unlikely(old.inuse < cnt))
+            slab_bad_free("double free", "free", head, c, NULL);
+        set_fp(c, tail, prior);
+        new = old;
+        new.inuse -= cnt;
+        was_frozen = old.frozen;
+        if (!was_frozen && !locked) {
+            if (!prior && c->cpu_partial) {
+                new.frozen = 1;               /* full -> this CPU's partial list */
+            } else if (!prior || new.inuse == 0) {
+                lock_acquire(&n->list_lock);  /* list membership changes */
+                locked = true;
+                continue;
+            }
+        }
+        if (slab_cmpxchg(c, pg, prior, old.v, head, new.v))
+            break;
+    }
+    if (!locked) {
+        if (new.frozen && !was_frozen)
+            put_cpu_partial(c, pg);
+        return;
+    }
+    if (was_frozen) {
+        lock_release(&n->list_lock);
+        return;
+    }
+    if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
+        if (prior)
+            remove_partial(n, pg);
+        lock_release(&n->list_lock);
+        discard_slab(c, pg);
+        return;
+    }
+    if (!prior) {
+        add_partial(n, pg);
+        stat(c, SK_NODE_PARTIAL_FREE);
+    }
+    lock_release(&n->list_lock);
+}
+
+void slab_free_to_slab(struct slab_cache *c, struct sk_page *pg, void *obj)
+{
+    slab_free_chain(c, slab_head(pg), obj, obj, 1);
+}
+
+/* Return objects to their slabs, one cmpxchg per run of the same slab. */
+static void flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
+{
+    unsigned i = 0;
+    while (i < n) {
+        void *head = objs[i];
+        struct sk_page *pg = slab_head(page_of(head));
+        void *tail = head;
+        unsigned cnt = 1;
+        for (i++; i < n; i++) {
+            void *o = objs[i];
+            struct sk_page *p2 = page_of(o);
+            if (slab_head(p2) != pg)
+                break;
+            if (o == tail)
+                slab_bad_free("double free", "free", o, c, NULL);
+            set_fp(c, tail, o);
+            tail = o;
+            cnt++;
+        }
+        slab_free_chain(c, pg, head, tail, cnt);
+    }
+}
+
+/* ---- refill (alloc slow path) ---- */
+
+void *slab_alloc_slow(struct slab_cache *c)
+{
+    void *buf[SLAB_BATCH_MAX];
+    unsigned want = c->batch, n = 0;
+    struct slab_cpu *sc = &c->cpu[cpu_current()];
+    lock_acquire(&sc->lock);
+    sc->stat[SK_ALLOC_SLOWPATH]++;
+    while (n < want) {
+        if (sc->freelist) {
+            struct sk_page *pg = sc->slab;
+            void *obj = sc->freelist;
+            while (obj && n < want) {
+                buf[n++] = obj;
+                obj = get_fp_checked(c, pg, obj);
+            }
+            sc->freelist = obj;
+            sc->stat[SK_ALLOC_CPU_SLAB]++;
+            continue;
+        }
+        if (sc->slab) {
+            bool retired;
+            sc->freelist = take_freelist(c, sc->slab, &retired);
+            if (retired)
+                sc->slab = NULL;
+            continue;
+        }
+        if (sc->partial) {
+            sc->slab = sc->partial;
+            sc->partial = sc->slab->slab.next;
+            sc->partial_slabs--;
+            sc->stat[SK_CPU_PARTIAL_ALLOC]++;
+            continue;
+        }
+        void *fl = NULL;
+        struct sk_page *pg = get_node_partial(c, sc, &fl);
+        if (!pg)
+            pg = new_slab(c, &fl);
+        if (!pg)
+            break;
+        sc->slab = pg;
+        sc->freelist = fl;
+    }
+    if (n)
+        sc->stat[SK_ARRAY_REFILL]++;
+    lock_release(&sc->lock);
+    if (unlikely(n == 0)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
+     * ... in address order. */
+    void *obj = buf[0];
+    if (n > 1) {
+        unsigned m = n - 1;
+        for (unsigned i = 0; i < m / 2; i++) {
+            void *t = buf[1 + i];
+            buf[1 + i] = buf[n - 1 - i];
+            buf[n - 1 - i] = t;
+        }
+        unsigned pushed = cpu_push_batch(c->arrays, buf + 1, m);
+        if (pushed < m)
+            flush_to_slabs(c, buf + 1 + pushed, m - pushed);
+    }
+    return obj;
+}
+
+/* ---- flush (free slow path) ---- */
+
+void slab_free_slow(struct slab_cache *c, void *obj)
+{
+    void *buf[SLAB_BATCH_MAX + 1];
+    unsigned n = cpu_pop_batch(c->arrays, buf, c->batch);
+    for (unsigned i = 0; i < n; i++)
+        if (unlikely(buf[i] == obj))
+            slab_bad_free("double free", "free", obj, c, NULL);
+    int r = cpu_push(c->arrays, obj);
+    if (r < 0)
+        slab_bad_free("double free", "free", obj, c, NULL);
+    if (r == 0)
+        buf[n++] = obj;
+    if (n) {
+        struct slab_cpu *sc = &c->cpu[cpu_current()];
+        __atomic_fetch_add(&sc->stat[SK_FREE_SLOWPATH], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&sc->stat[SK_ARRAY_FLUSH], 1, __ATOMIC_RELAXED);
+        flush_to_slabs(c, buf, n);
+    }
+}
+
+/* ---- shrink ---- */
+
+/* Give a CPU slab and its private freelist back (slab_cpu lock held). */
+static void deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
+{
+    struct sk_page *pg = sc->slab;
+    if (!pg)
+        return;
+    void *head = sc->freelist, *tail = NULL;
+    unsigned cnt = 0;
+    for (void *o = head; o; o = get_fp_checked(c, pg, o)) {
+        tail = o;
+        cnt++;
+    }
+    sc->slab = NULL;
+    sc->freelist = NULL;
+    struct slab_node *n = &c->node[pg->node];
+    lock_acquire(&n->list_lock);
+    union slab_counters old, new;
+    void *prior;
+    do {
+        prior = slab_freelist(pg);
+        old.v = slab_counters(pg);
+        new = old;
+        new.frozen = 0;
+        new.inuse -= cnt;
+        if (cnt)
+            set_fp(c, tail, prior);
+    } while (!slab_cmpxchg(c, pg, prior, old.v, cnt ? head : prior, new.v));
+    void *fl = cnt ? head : prior;
+    bool discard = false;
+    if (new.inuse == 0 && n->nr_partial >= c->min_partial)
+        discard = true;
+    else if (fl)
+        add_partial(n, pg);
+    lock_release(&n->list_lock);
+    if (discard)
+        discard_slab(c, pg);
+}
+
+int slab_shrink(struct slab_cache *c)
+{
+    void *buf[SLAB_BATCH_MAX];
+    unsigned long freed_before = 0;
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
+        freed_before += c->cpu[cpu].stat[SK_FREE_SLAB];
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        unsigned n;
+        while ((n = cpu_drain_remote(c->arrays, cpu, buf, SLAB_BATCH_MAX))) {
+            stat(c, SK_REMOTE_DRAIN);
+            flush_to_slabs(c, buf, n);
+        }
+    }
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        struct slab_cpu *sc = &c->cpu[cpu];
+        lock_acquire(&sc->lock);
+        deactivate_cpu_slab(c, sc);
+        struct sk_page *list = sc->partial;
+        sc->partial = NULL;
+        sc->partial_slabs = 0;
+        lock_release(&sc->lock);
+        unfreeze_partials(c, list);
+    }
+    /* Empty slabs kept for min_partial go too. */
+    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+        struct slab_node *n = &c->node[nid];
+        struct sk_page *discard = NULL;
+        lock_acquire(&n->list_lock);
+        for (struct sk_page *pg = n->partial, *next; pg; pg = next) {
+            next = pg->slab.next;
+            union slab_counters cnt = { .v = slab_counters(pg) };
+            if (cnt.inuse == 0) {
+                remove_partial(n, pg);
+                pg->slab.next = discard;
+                discard = pg;
+            }
+        }
+        lock_release(&n->list_lock);
+        while (discard) {
+            struct sk_page *pg = discard;
+            discard = pg->slab.next;
+            discard_slab(c, pg);
+        }
+    }
+    unsigned long freed_after = 0;
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
+        freed_after += c->cpu[cpu].stat[SK_FREE_SLAB];
+    return (int)(freed_after - freed_before);
+}
+
+/* ---- statistics snapshot ---- */
+
+void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", c->name);
+    info->object_size = c->object_size;
+    info->size = c->size;
+    info->align = c->align;
+    info->objs_per_slab = c->objects;
+    info->order = c->order;
+    info->reserved = c->reserved;
+    info->cpu_partial = c->cpu_partial;
+    info->array_capacity = c->array_cap;
+    unsigned long free_objs = 0, empty_slabs = 0;
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        struct slab_cpu *sc = &c->cpu[cpu];
+        info->array_objs += cpu_array_count(c->arrays, cpu);
+        lock_acquire(&sc->lock);
+        if (sc->slab)
+            for (void *o = sc->freelist; o; o = get_fp(c, o))
+                free_objs++;
+        for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
+            union slab_counters cnt = { .v = slab_counters(pg) };
+            free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            info->cpu_partial_slabs++;
+        }
+        for (int i = 0; i < SK_STAT_NR; i++)
+            info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
+        lock_release(&sc->lock);
+    }
+    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+        struct slab_node *n = &c->node[nid];
+        lock_acquire(&n->list_lock);
+        for (struct sk_page *pg = n->partial; pg; pg = pg->slab.next) {
+            union slab_counters cnt = { .v = slab_counters(pg) };
+            free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            if (cnt.inuse == 0)
+                empty_slabs++;
+        }
+        info->partial_slabs += n->nr_partial;
+        info->num_slabs += __atomic_load_n(&n->nr_slabs, __ATOMIC_RELAXED);
+        info->num_objs += __atomic_load_n(&n->total_objects, __ATOMIC_RELAXED);
+        lock_release(&n->list_lock);
+    }
+    free_objs += info->array_objs;
+    info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
+    info->active_slabs = info->num_slabs - empty_slabs;
+}

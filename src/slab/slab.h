@@ -1,0 +1,180 @@
+/*
+ * slab.h — SLUB slab caches behind per-CPU object arrays, and kmalloc.
+ *
+ * Data structures, fast path first:
+ *   cache->arrays     per-CPU object arrays (src/cpu): alloc pops, free pushes
+ *   cache->cpu[c]     per-CPU slow-path state under its lock: the CPU slab
+ *                     (frozen) with its private freelist, and the CPU
+ *                     partial list (frozen slabs with free objects)
+ *   cache->node[n]    the node partial list under list_lock
+ *   slab state        in the head page descriptor (struct sk_page, src/page):
+ *                     freelist + counters {inuse, objects, frozen}, changed
+ *                     together by one cmpxchg16b
+ */
+#ifndef SK_SLAB_H
+#define SK_SLAB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "lock/lock.h"
+#include "page/page.h"
+
+#define SLAB_NAME_LEN 32
+#define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
+#define SLAB_BATCH_MAX 64
+#define SLAB_MIN_ALIGN 8
+
+/* The counters word of a slab (descriptor slab.counters). */
+union slab_counters {
+    uint64_t v;
+    struct {
+        uint32_t inuse;           /* objects not on the slab freelist */
+        uint16_t objects;         /* objects in the slab */
+        uint8_t frozen;           /* on a CPU: exempt from list management */
+        uint8_t unused;
+    };
+};
+
+struct slab_cpu {                 /* one per cache per CPU, own cache line */
+    lock_t lock;                  /* the per-CPU slow-path lock */
+    struct sk_page *slab;         /* CPU slab (frozen), or NULL */
+    void *freelist;               /* objects of `slab` only this CPU takes */
+    struct sk_page *partial;      /* frozen partial slabs, via slab.next */
+    unsigned partial_slabs;
+    unsigned long stat[SK_STAT_NR];
+} __attribute__((aligned(CACHE_LINE)));
+
+struct slab_node {
+    lock_t list_lock;             /* partial list and nr_partial */
+    struct sk_page *partial;      /* non-frozen slabs with free objects */
+    unsigned long nr_partial;
+    uint16_t gen;                 /* list generation (fork repair) */
+    unsigned long nr_slabs;       /* atomic */
+    unsigned long total_objects;  /* atomic */
+};
+
+struct slab_cache {
+    /* Read by the fast paths, together. */
+    cpu_arrays_t arrays;
+    uint32_t size;                /* object stride in the slab */
+    uint32_t offset;              /* free pointer offset in a free object */
+    uint64_t recip;               /* ceil(2^32 / size): object index by multiply */
+    uintptr_t random;             /* free pointer obfuscation */
+    uint16_t objects;             /* per slab */
+    uint16_t order;               /* slab = 2^order pages */
+    uint32_t reserved;            /* slab_reserved header bytes */
+    /* Slow paths. */
+    uint32_t object_size;         /* what the user asked for */
+    uint32_t align;
+    uint32_t batch;               /* objects per refill / flush */
+    uint32_t array_cap;
+    uint32_t cpu_partial;         /* objects on a CPU partial list (0: off) */
+    uint32_t cpu_partial_slabs;   /* the same, in slabs */
+    uint32_t min_partial;         /* empty slabs kept on a node list */
+    unsigned flags;
+    void (*ctor)(void *);
+    struct slab_cpu *cpu;         /* [cpu_nr_ids] */
+    struct slab_node node[MAX_NUMNODES];
+    struct slab_cache *next;      /* all caches, creation order */
+    bool kmalloc;
+    char name[SLAB_NAME_LEN];
+};
+
+void slab_init(void);
+bool slab_ready(void);
+
+struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
+                                     unsigned flags, void (*ctor)(void *), bool kmalloc);
+void *slab_alloc_slow(struct slab_cache *c);
+void slab_free_slow(struct slab_cache *c, void *obj);
+/* Return an object to its slab, bypassing the per-CPU array. */
+void slab_free_to_slab(struct slab_cache *c, struct sk_page *slab, void *obj);
+int slab_shrink(struct slab_cache *c);
+/* Free objects in the cache's slabs and arrays, and allocated ones. */
+void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
+struct slab_cache *slab_caches(void);
+void slab_atfork_child(void);
+
+/* Bad input: one line naming the call, the pointer and the cache; abort. */
+__attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
+                                             const void *p, const struct slab_cache *c,
+                                             const void *object);
+
+/* Object index of p in its slab: ((p - s_mem) * recip) >> 32. */
+static inline uint32_t slab_obj_index(const struct slab_cache *c, const struct sk_page *pg, const void *p)
+{
+    uint32_t off = (uint32_t)((const char *)p - pg->slab.s_mem);
+    return (uint32_t)(((uint64_t)off * c->recip) >> 32);
+}
+
+/*
+ * The slab descriptor of an object pointer and validity in one pass:
+ * NULL when p is not the start of an object in a slab (the caller's slow
+ * path then says why).
+ */
+static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **cp)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (unlikely(!s))
+        return NULL;
+    struct sk_page *pg = page_of_slice(s, p);
+    if (unlikely(!(pg->flags & PG_SLAB)))
+        return NULL;
+    struct slab_cache *c = pg->slab.cache;
+    uint32_t off = (uint32_t)((const char *)p - pg->slab.s_mem);
+    uint32_t idx = (uint32_t)(((uint64_t)off * c->recip) >> 32);
+    if (unlikely(idx * c->size != off || idx >= c->objects))
+        return NULL;
+    *cp = c;
+    return pg;
+}
+
+/* ---- the fast paths ---- */
+
+static inline void *slab_alloc(struct slab_cache *c)
+{
+    void *obj = cpu_pop(c->arrays);
+    if (likely(obj))
+        return obj;
+    return slab_alloc_slow(c);
+}
+
+static inline void slab_free(struct slab_cache *c, void *obj)
+{
+    int r = cpu_push(c->arrays, obj);
+    if (likely(r > 0))
+        return;
+    if (r < 0)
+        slab_bad_free("double free", "free", obj, c, NULL);
+    slab_free_slow(c, obj);
+}
+
+/* ---- kmalloc ---- */
+
+#define KMALLOC_MAX_CACHE_SIZE 32768u   /* larger: page allocator */
+#define KMALLOC_SMALL_MAX 1024u         /* table-indexed by (size+7)/8 */
+#define KMALLOC_NR_CLASSES 48
+
+extern struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES] SK_INTERNAL;
+extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
+extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
+extern unsigned kmalloc_nr_classes SK_INTERNAL;
+
+void kmalloc_init(void);
+/* Size class index for size (<= KMALLOC_MAX_CACHE_SIZE). */
+static inline unsigned kmalloc_index(size_t size)
+{
+    if (likely(size <= KMALLOC_SMALL_MAX))
+        return kmalloc_small_index[(size + 7) >> 3];
+    unsigned i = kmalloc_small_index[KMALLOC_SMALL_MAX >> 3];
+    while (kmalloc_class_size[i] < size)
+        i++;
+    return i;
+}
+void *kmalloc_large(size_t size, size_t align);
+void kmalloc_free_nonslab(void *p, const char *call);
+size_t kmalloc_usable_nonslab(const void *p, const char *call);
+
+#endif
