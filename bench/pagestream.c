@@ -312,7 +312,7 @@ int main(int argc, char **argv)
             usage();
         if (!strcmp(child_mode, "pair")) {
             /* mmap+munmap is ~100x slower than the lists: fewer rounds. */
-            long it = v == V_MMAP ? pair_iters / 20 : pair_iters;
+            long it = v == V_MMAP ? pair_iters / 100 : pair_iters;
             printf("%.3f\n", child_pair(v, it < 1 ? 1 : it, batches));
         } else {
             child_stream(v, size);
@@ -334,6 +334,7 @@ int main(int argc, char **argv)
 
     double (*secs)[V_NR] = raw_map(sizeof(double[V_NR]) * (size_t)runs);
     double (*other)[V_NR] = raw_map(sizeof(double[V_NR]) * (size_t)runs);
+    double (*cpu)[V_NR] = raw_map(sizeof(double[V_NR]) * (size_t)runs);
     double user[V_NR] = { 0 }, sys[V_NR] = { 0 };
     int ok[V_NR] = { 1, 1, 1, 1 }, done[V_NR] = { 0 };
 
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
                 continue;
             secs[done[v]][v] = val;
             other[done[v]][v] = rr.secs[1];
+            cpu[done[v]][v] = rr.user[0] + rr.sys[0];
             user[v] += rr.user[0];
             sys[v] += rr.sys[0];
             done[v]++;
@@ -391,6 +393,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "pagestream: cannot write %s: %s\n", out_path, strerror(errno));
     }
     double mb = (double)size / (1024.0 * 1024.0);
+    long dirty_mb = sk_option("dirty_max_mb");  /* this process reads the same options */
     for (int o = 0; o < 2; o++) {
         FILE *f = outs[o];
         if (!f)
@@ -399,21 +402,26 @@ int main(int argc, char **argv)
         fprintf(f, "%s\n", cold ? "first pass of each process (cold: every page faults in)"
                                 : "second pass of each process (warm: the allocator already holds the memory)");
         fprintf(f, "%d runs of each variant, interleaved; %% change against pcp=0\n", runs);
+        if (dirty_mb >= 0 && (double)dirty_mb < mb)
+            fprintf(f, "note: slabkit keeps at most dirty_max_mb=%ld MiB of freed memory resident, so"
+                       " the rest of a warm pass faults in again\n", dirty_mb);
         fprintf(f, "(throughput: higher is better; time and CPU: lower is better)\n\n");
         fprintf(f, "%-16s", "");
         for (int v = 0; v < V_NR; v++)
             fprintf(f, " %22s", vname[v]);
         fprintf(f, "\n");
-        struct bench_stats tp[V_NR], tm[V_NR];
+        struct bench_stats tp[V_NR], tm[V_NR], tc[V_NR];
         for (int v = 0; v < V_NR; v++) {
-            double t[256], m[256];
+            double t[256], m[256], u[256];
             int n = done[v] < 256 ? done[v] : 256;
             for (int i = 0; i < n; i++) {
                 t[i] = secs[i][v];
                 m[i] = mb / secs[i][v];
+                u[i] = cpu[i][v] > 0 ? mb / cpu[i][v] : 0;
             }
             tm[v] = bench_summary(t, n);
             tp[v] = bench_summary(m, n);
+            tc[v] = bench_summary(u, n);
             if (n == 0)
                 ok[v] = 0;
         }
@@ -446,6 +454,9 @@ int main(int argc, char **argv)
             val[v] = bench_summary(m, n).mean;
         }
         row(f, cold ? "Warm mean MB/s" : "Cold mean MB/s", val, ok);
+        for (int v = 0; v < V_NR; v++)
+            val[v] = tc[v].median;
+        row(f, "Median CPU MB/s", val, ok);
 
         fprintf(f, "\norder-0 alloc+free pair, tight loop (median of %d batches, median of %d processes):\n",
                 batches, pair_rounds);
@@ -459,12 +470,18 @@ int main(int argc, char **argv)
                     v == V_PCP ? (s.median < 100 ? "   (target < 100 ns: met)" : "   (target < 100 ns: MISSED)") : "");
         }
         if (ok[V_PCP] && ok[V_NOPCP] && ok[V_MMAP] && ok[V_MALLOC]) {
-            int a = tp[V_PCP].median >= tp[V_NOPCP].median * 0.99;  /* within noise */
-            int b = tp[V_PCP].median > tp[V_MMAP].median && tp[V_PCP].median > tp[V_MALLOC].median;
-            fprintf(f, "\nmedian MB/s: pcp %.0f, pcp=0 %.0f, mmap %.0f, malloc %.0f\n",
-                    tp[V_PCP].median, tp[V_NOPCP].median, tp[V_MMAP].median, tp[V_MALLOC].median);
-            fprintf(f, "targets (medians): pcp >= pcp=0 (1%% noise): %s; pcp faster than mmap and malloc: %s\n",
-                    a ? "met" : "MISSED", b ? "met" : "MISSED");
+            /* Wall time on a shared machine includes time other jobs
+             * held the CPU; CPU time (user + system of the pass) does not,
+             * so the targets are judged on both. */
+            for (int k = 0; k < 2; k++) {
+                const struct bench_stats *x = k ? tc : tp;
+                int a = x[V_PCP].median >= x[V_NOPCP].median * 0.99;  /* within noise */
+                int b = x[V_PCP].median > x[V_MMAP].median && x[V_PCP].median > x[V_MALLOC].median;
+                fprintf(f, "%smedian %s MB/s: pcp %.0f, pcp=0 %.0f, mmap %.0f, malloc %.0f;"
+                        " pcp >= pcp=0 (1%% noise): %s; pcp faster than mmap and malloc: %s\n",
+                        k ? "" : "\n", k ? "CPU " : "wall", x[V_PCP].median, x[V_NOPCP].median,
+                        x[V_MMAP].median, x[V_MALLOC].median, a ? "met" : "MISSED", b ? "met" : "MISSED");
+            }
         }
     }
     if (outs[1])
