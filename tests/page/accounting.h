@@ -1,0 +1,194 @@
+/*
+ * accounting.h — the page allocator's books, checked page by page (tests).
+ *
+ * acct_check(live, n) marks every page of every block slabkit knows about
+ * in a count per page of each buddy slice: the caller's live blocks, the
+ * free blocks on the zone lists (page_for_each_free), and the blocks on
+ * every CPU's page list (read straight from page_pcp).  The books are
+ * right when every page of every slice is counted exactly once (no block
+ * overlaps another, no page is lost), every block is naturally aligned
+ * with the descriptor state its place implies, no two free buddies of one
+ * order sit unmerged on the lists, and page_stats agrees with what was
+ * found.  Call it with no other thread using the allocator.  It allocates
+ * nothing (the process may have slabkit's malloc linked in).
+ */
+#ifndef SK_TEST_ACCOUNTING_H
+#define SK_TEST_ACCOUNTING_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "page/page.h"
+#include "tap.h"
+
+#define ACCT_MAX_SLICES 256
+
+struct acct_block { char *p; unsigned order; };
+
+struct acct_result {
+    unsigned long managed, live_pages, free_pages, pcp_pages;
+    unsigned long free_blocks[SK_MAX_ORDER + 1];
+    long overlaps;        /* pages counted more than once */
+    long unaccounted;     /* pages counted nowhere */
+    long misaligned;      /* blocks not naturally aligned, or outside any slice */
+    long bad_state;       /* descriptor flags/order disagree with the block's place */
+    long unmerged;        /* free buddies of the same order both on the lists */
+    long stats_mismatch;  /* page_stats disagrees with the walk */
+    long stale;           /* a page inside a block whose descriptor still says head */
+};
+
+static struct vm_slice *acct_slices[ACCT_MAX_SLICES];
+static int acct_nslices;
+static uint8_t acct_marks[ACCT_MAX_SLICES][SLICE_PAGES];
+static uint8_t acct_free_head[ACCT_MAX_SLICES][SLICE_PAGES];   /* order + 1 at a free block's head */
+static uint8_t acct_head[ACCT_MAX_SLICES][SLICE_PAGES];        /* 1 at any block's head */
+static int acct_printed, acct_stale_printed;
+
+#define acct_diag(...) do { if (acct_printed++ < 8) diag(__VA_ARGS__); } while (0)
+
+static int acct_slice_index(const void *p)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    for (int i = 0; i < acct_nslices; i++)
+        if (acct_slices[i] == s)
+            return i;
+    return -1;
+}
+
+/* Count the pages of one block; returns its slice index or -1. */
+static int acct_mark(struct acct_result *r, const void *p, unsigned order, const char *what)
+{
+    int si = acct_slice_index(p);
+    size_t bytes = SK_PAGE_SIZE << order;
+    if (si < 0 || order > SK_MAX_ORDER || ((uintptr_t)p - acct_slices[si]->base) % bytes) {
+        r->misaligned++;
+        acct_diag("%s block %p order %u: misaligned or outside every slice", what, p, order);
+        return -1;
+    }
+    size_t idx = ((uintptr_t)p - acct_slices[si]->base) >> SK_PAGE_SHIFT;
+    acct_head[si][idx] = 1;
+    for (size_t k = 0; k < ((size_t)1 << order); k++) {
+        if (acct_marks[si][idx + k]++ == 1) {
+            r->overlaps++;
+            acct_diag("%s block %p order %u: page +%zu already counted", what, p, order, k);
+        }
+    }
+    return si;
+}
+
+static void acct_free_cb(void *addr, unsigned order, bool clean, void *arg)
+{
+    struct acct_result *r = arg;
+    struct sk_page *pg = page_of(addr);
+    r->free_pages += 1ul << order;
+    if (order <= SK_MAX_ORDER)
+        r->free_blocks[order]++;
+    if (!pg || !(pg->flags & PG_BUDDY) || pg->order != order || !(pg->flags & PG_CLEAN) != !clean) {
+        r->bad_state++;
+        acct_diag("free block %p order %u: descriptor flags %#x order %u", addr, order, pg ? pg->flags : 0,
+                  pg ? pg->order : 0);
+    }
+    int si = acct_mark(r, addr, order, "free");
+    if (si >= 0)
+        acct_free_head[si][((uintptr_t)addr - acct_slices[si]->base) >> SK_PAGE_SHIFT] = (uint8_t)(order + 1);
+}
+
+static void acct_check(const struct acct_block *live, size_t n, struct acct_result *r)
+{
+    memset(r, 0, sizeof *r);
+    acct_printed = 0;       /* (stale heads are shown twice per process, not per call) */
+    acct_nslices = 0;
+    for (struct vm_slice *s = vm_slices(); s; s = s->next)
+        if (s->zone && s->kind == VM_SLICE_BASE) {
+            if (acct_nslices == ACCT_MAX_SLICES)
+                BAIL("more than %d slices", ACCT_MAX_SLICES);
+            memset(acct_marks[acct_nslices], 0, SLICE_PAGES);
+            memset(acct_free_head[acct_nslices], 0, SLICE_PAGES);
+            memset(acct_head[acct_nslices], 0, SLICE_PAGES);
+            acct_slices[acct_nslices++] = s;
+        }
+    r->managed = (unsigned long)acct_nslices * SLICE_PAGES;
+
+    for (size_t i = 0; i < n; i++) {
+        struct sk_page *pg = page_of(live[i].p);
+        r->live_pages += 1ul << live[i].order;
+        if (!pg || (pg->flags & (PG_HEAD | PG_BUDDY | PG_PCP)) != PG_HEAD || pg->order != live[i].order) {
+            r->bad_state++;
+            acct_diag("live block %p order %u: descriptor flags %#x order %u", (void *)live[i].p, live[i].order,
+                      pg ? pg->flags : 0, pg ? pg->order : 0);
+        }
+        acct_mark(r, live[i].p, live[i].order, "live");
+    }
+    page_for_each_free(acct_free_cb, r);
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        cpu_arrays_t tab = page_pcp.lists[o];
+        if (!tab || tab == cpu_empty_arrays)
+            continue;
+        for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+            struct cpu_array *a = tab[cpu];
+            for (int32_t i = 0; i < a->count; i++) {
+                struct sk_page *pg = a->objs[i];
+                r->pcp_pages += 1ul << o;
+                if (!(pg->flags & PG_PCP) || pg->order != o) {
+                    r->bad_state++;
+                    acct_diag("per-CPU block %p (cpu %d, order %u): flags %#x order %u", page_address(pg), cpu, o,
+                              pg->flags, pg->order);
+                }
+                acct_mark(r, page_address(pg), o, "per-CPU");
+            }
+        }
+    }
+    for (int si = 0; si < acct_nslices; si++)
+        for (size_t idx = 0; idx < SLICE_PAGES; idx++) {
+            if (acct_marks[si][idx] == 0) {
+                r->unaccounted++;
+                acct_diag("page %#lx counted nowhere", (unsigned long)(acct_slices[si]->base + (idx << SK_PAGE_SHIFT)));
+            }
+            const struct sk_page *pg = (const struct sk_page *)acct_slices[si]->pages + idx;
+            if (!acct_head[si][idx] && (pg->flags & (PG_HEAD | PG_BUDDY | PG_PCP))) {
+                r->stale++;
+                if (acct_stale_printed++ < 2)
+                    diag("page %#lx inside a block: descriptor flags %#x order %u (a stale head)",
+                         (unsigned long)(acct_slices[si]->base + (idx << SK_PAGE_SHIFT)), pg->flags, pg->order);
+            }
+            unsigned fo = acct_free_head[si][idx];
+            if (fo && fo - 1 < SK_MAX_ORDER) {
+                size_t b = idx ^ ((size_t)1 << (fo - 1));
+                if (b > idx && acct_free_head[si][b] == fo) {
+                    r->unmerged++;
+                    acct_diag("free buddies %#lx and %#lx of order %u not merged",
+                              (unsigned long)(acct_slices[si]->base + (idx << SK_PAGE_SHIFT)),
+                              (unsigned long)(acct_slices[si]->base + (b << SK_PAGE_SHIFT)), fo - 1);
+                }
+            }
+        }
+    struct page_stats st;
+    page_stats(&st);
+    if (st.managed_pages != r->managed || st.free_pages != r->free_pages || st.pcp_pages != r->pcp_pages) {
+        r->stats_mismatch++;
+        acct_diag("page_stats: managed %lu free %lu pcp %lu; walk: managed %lu free %lu pcp %lu", st.managed_pages,
+                  st.free_pages, st.pcp_pages, r->managed, r->free_pages, r->pcp_pages);
+    }
+    for (unsigned o = 0; o <= SK_MAX_ORDER; o++)
+        if (st.free_blocks[o] != r->free_blocks[o]) {
+            r->stats_mismatch++;
+            acct_diag("page_stats: %lu free blocks of order %u, walk found %lu", st.free_blocks[o], o,
+                      r->free_blocks[o]);
+        }
+}
+
+/* The whole verdict as TAP checks, each prefixed with `when`. */
+static void acct_report(const struct acct_result *r, const char *when)
+{
+    is(r->overlaps, 0, "%s: no page in two blocks (live, free or per-CPU)", when);
+    is(r->unaccounted, 0, "%s: no page lost", when);
+    is(r->live_pages + r->free_pages + r->pcp_pages, r->managed,
+       "%s: live + free + per-CPU pages = managed pages", when);
+    is(r->misaligned, 0, "%s: every block naturally aligned inside a slice", when);
+    is(r->bad_state, 0, "%s: every descriptor in the state its block's place implies", when);
+    is(r->unmerged, 0, "%s: no two free buddies left unmerged", when);
+    is(r->stats_mismatch, 0, "%s: page_stats agrees with the walk", when);
+    is(r->stale, 0, "%s: no page inside a block keeps a head flag", when);
+}
+
+#endif
