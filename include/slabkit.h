@@ -156,10 +156,11 @@ typedef struct sk_mutex {
     uint32_t handoff;   /* hand-off token: 0 free, 1 held by a starving waiter, 2 granted */
     uint32_t owner;     /* (acquisition count << 12) | owner's CPU + 1: spin heuristic only */
     uint32_t spinners;  /* threads in the spin queue, at most CPUs - 1 */
+    uint32_t handoff_after; /* no new hand-off before this time (us, wrapping) */
     void    *osq;       /* tail of the MCS queue of spinners */
 } sk_mutex_t;
 
-#define SK_MUTEX_INITIALIZER { 0, 0, 0, 0, NULL }
+#define SK_MUTEX_INITIALIZER { 0, 0, 0, 0, 0, NULL }
 
 SK_API void sk_mutex_init(sk_mutex_t *m);
 SK_API void sk_mutex_lock(sk_mutex_t *m);
