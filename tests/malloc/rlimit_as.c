@@ -1,0 +1,128 @@
+/*
+ * rlimit_as.c — when the address space runs out (RLIMIT_AS, `ulimit -v`),
+ * malloc returns NULL with errno ENOMEM: no crash, no abort, no short
+ * block, and once memory is freed malloc works again.
+ *
+ * The limit must be in force before slabkit starts, as it is for a program
+ * run under `ulimit -v`, so the test sets it and re-executes itself.  The
+ * large blocks are never touched, so the test costs address space, not RAM.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#define MiB ((size_t)1 << 20)
+#define LIMIT (1024 * MiB)
+#define MAX_BIG 4096              /* 4 GiB: far past the limit */
+#define MAX_SMALL (1 << 20)       /* 64 MiB of 64-byte objects */
+
+static long vm_bytes(void)
+{
+    long size = -1, rss;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &rss) != 2)
+            size = -1;
+        fclose(f);
+    }
+    return size * sysconf(_SC_PAGESIZE);
+}
+
+static void limited(void)
+{
+    static void *big[MAX_BIG];
+    static void *small[MAX_SMALL];
+    struct rlimit rl;
+    getrlimit(RLIMIT_AS, &rl);
+    diag("RLIMIT_AS %zu MiB, address space in use at start %ld MiB",
+         (size_t)rl.rlim_cur / MiB, vm_bytes() / (long)MiB);
+    ok(rl.rlim_cur == LIMIT, "running under a 1 GiB RLIMIT_AS");
+
+    errno = 0;
+    void *p = malloc(2 * LIMIT);
+    ok(p == NULL && errno == ENOMEM, "malloc(2 GiB) under a 1 GiB limit is NULL/ENOMEM (errno %d)", errno);
+    free(p);
+
+    int nbig = 0, err = 0;
+    while (nbig < MAX_BIG) {
+        errno = 0;
+        big[nbig] = malloc(MiB);
+        if (!big[nbig]) {
+            err = errno;
+            break;
+        }
+        nbig++;
+    }
+    diag("%d blocks of 1 MiB before NULL; address space %ld MiB", nbig, vm_bytes() / (long)MiB);
+    ok(nbig < MAX_BIG, "1 MiB blocks run out before 4 GiB under a 1 GiB limit");
+    ok(nbig > 512, "at least half the limit could be allocated in 1 MiB blocks");
+    is(err, ENOMEM, "the malloc that fails sets errno ENOMEM");
+
+    /* Room for some small objects, then those run out cleanly too. */
+    for (int i = 0; i < 16 && nbig > 0; i++)
+        free(big[--nbig]);
+    int nsmall = 0;
+    err = 0;
+    while (nsmall < MAX_SMALL) {
+        errno = 0;
+        small[nsmall] = malloc(64);
+        if (!small[nsmall]) {
+            err = errno;
+            break;
+        }
+        memset(small[nsmall], 0x33, 64);
+        nsmall++;
+    }
+    diag("%d objects of 64 bytes before NULL", nsmall);
+    ok(nsmall < MAX_SMALL && err == ENOMEM, "small objects run out with NULL/ENOMEM too (errno %d)", err);
+
+    errno = 0;
+    void *c = calloc(4096, 4096);
+    ok(c == NULL && errno == ENOMEM, "calloc of 16 MiB with the space used up is NULL/ENOMEM");
+    free(c);
+    void *al = NULL;
+    int rc = posix_memalign(&al, MiB, 8 * MiB);
+    ok(rc == ENOMEM, "posix_memalign with the space used up returns ENOMEM (%d)", rc);
+    if (rc == 0)
+        free(al);
+
+    int intact = 1;
+    for (int i = 0; i < nsmall; i++) {
+        const unsigned char *s = small[i];
+        for (int j = 0; j < 64; j++)
+            intact &= s[j] == 0x33;
+    }
+    ok(intact, "every small object handed out before the failure is intact");
+
+    for (int i = 0; i < nsmall; i++)
+        free(small[i]);
+    for (int i = 0; i < nbig; i++)
+        free(big[i]);
+    void *again = malloc(64 * MiB), *tiny = malloc(100);
+    ok(again && tiny, "after freeing everything, malloc(64 MiB) and malloc(100) work again");
+    if (again)
+        memset(again, 1, 64 * MiB);
+    free(again);
+    free(tiny);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--limited") == 0) {
+        limited();
+        return done_testing();
+    }
+    struct rlimit rl = { LIMIT, LIMIT };
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        skip_all("cannot set RLIMIT_AS: %s", strerror(errno));
+    fflush(stdout);
+    execl("/proc/self/exe", argv[0], "--limited", (char *)NULL);
+    BAIL("exec /proc/self/exe: %s", strerror(errno));
+}
