@@ -13,13 +13,14 @@
  *
  * THREADS clients and THREADS servers; TRANSACTIONS request/response pairs
  * in all, split evenly over the clients, so a run's length hardly depends
- * on THREADS.  Prints transactions per second of each run ("-q": only the
- * number).  Links no allocator: choose one with LD_PRELOAD.
+ * on THREADS.  Prints transactions per second of each run, of wall time and
+ * of the process's CPU time ("-q": only the two numbers).  Links no allocator: choose one with LD_PRELOAD.
  */
 #include "bench.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -132,7 +133,18 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static double run_once(int threads, long total)
+static double cpu_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Transactions a second of wall time; *cpu_tps: a second of this process's
+ * CPU time (user + system), which other jobs on a shared machine barely
+ * move. */
+static double run_once(int threads, long total, double *cpu_tps)
 {
     struct conn *conn = calloc((size_t)threads, sizeof *conn);
     pthread_t *tid = calloc((size_t)threads * 2, sizeof *tid);
@@ -156,9 +168,12 @@ static double run_once(int threads, long total)
     }
     pthread_barrier_wait(&start_barrier);
     uint64_t t0 = bench_now_ns();
+    double c0 = cpu_now();
     for (int i = 0; i < threads * 2; i++)
         pthread_join(tid[i], NULL);
     uint64_t t1 = bench_now_ns();
+    double c1 = cpu_now();
+    *cpu_tps = c1 > c0 ? (double)per * threads / (c1 - c0) : 0;
     unsigned long sum = 0;
     for (int i = 0; i < threads; i++) {
         sum += conn[i].sum;
@@ -180,7 +195,7 @@ static void usage(void)
             "  -t  client threads (and as many servers), default 16\n"
             "  -n  request/response transactions in all, default 200000\n"
             "  -r  runs in this process, default 1\n"
-            "  -q  print only transactions/s of each run, one a line\n");
+            "  -q  print only \"TPS CPU_TPS\" of each run (wall and CPU-time rates)\n");
     exit(2);
 }
 
@@ -205,11 +220,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < runs; i++) {
         if (runs > 1)
             bench_progress("netscale %d threads, run %d/%d", threads, i + 1, runs);
-        double tps = run_once(threads, total);
+        double cpu_tps;
+        double tps = run_once(threads, total, &cpu_tps);
         if (quiet)
-            printf("%.0f\n", tps);
+            printf("%.0f %.0f\n", tps, cpu_tps);
         else
-            printf("%8d threads  %12.0f transactions/s\n", threads, tps);
+            printf("%8d threads  %12.0f transactions/s  %12.0f per CPU-second\n", threads, tps, cpu_tps);
         fflush(stdout);
     }
     bench_progress_done();
