@@ -10,7 +10,7 @@
  * handed out as zeroed (PG_ZEROED) must read zero.  At the end everything
  * is freed and the books (accounting.h) must balance, with every slice
  * coalesced into one block.
- * Usage: stress_pages [milliseconds]   (default 2000)
+ * Usage: stress_pages [milliseconds]   (default 1500)
  *
  * TSAN: yes
  */
@@ -205,9 +205,9 @@ static void two_cpus(void)
 
 int main(int argc, char **argv)
 {
-    long ms = argc > 1 ? atol(argv[1]) : 2000;
+    long ms = argc > 1 ? atol(argv[1]) : 1500;
     if (ms <= 0)
-        ms = 2000;
+        ms = 1500;
     two_cpus();
     page_init();
     diag("%d threads on two CPUs for %ld ms, per-CPU arrays via %s, pcp=%ld", NTHREADS, ms,
