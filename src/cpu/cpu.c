@@ -26,7 +26,7 @@ struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] = {
     [0 ... CPU_MAX_IDS - 1] = &cpu_empty_array
 };
 
-static __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
+__thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 void cpu_init(void)
 {
@@ -35,7 +35,7 @@ void cpu_init(void)
         return;     /* called under the page layer's init lock */
     done = true;
     cpu_nr_ids = os_nr_cpu_ids();
-    if (cpu_nr_ids > CPU_MAX_IDS)
+    if (cpu_nr_ids >= CPU_MAX_IDS)
         os_fatal("%d possible CPUs: built for at most %d", cpu_nr_ids, CPU_MAX_IDS);
 #ifdef SK_TSAN
     cpu_use_rseq = false;     /* TSan cannot see the restart guarantee */
@@ -48,24 +48,42 @@ void cpu_init(void)
                 cpu_use_rseq ? "rseq" : "per-CPU locks (rseq not registered)");
 }
 
-size_t cpu_arrays_bytes(unsigned cap)
+static size_t array_stride(unsigned cap)
 {
-    size_t one = SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
-    size_t tab = SK_ALIGN_UP((size_t)cpu_nr_ids * sizeof(void *), (size_t)CACHE_LINE);
-    return tab + one * (size_t)cpu_nr_ids;
+    return SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
 }
 
-cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
+size_t cpu_arrays_table_bytes(void)
 {
-    size_t one = SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
-    size_t tab = SK_ALIGN_UP((size_t)cpu_nr_ids * sizeof(void *), (size_t)CACHE_LINE);
-    struct cpu_array **t = mem;
+    return SK_ALIGN_UP((size_t)(cpu_nr_ids + 1) * sizeof(void *), (size_t)CACHE_LINE);
+}
+
+size_t cpu_arrays_only_bytes(unsigned cap)
+{
+    return array_stride(cap) * (size_t)cpu_nr_ids;
+}
+
+size_t cpu_arrays_bytes(unsigned cap)
+{
+    return cpu_arrays_table_bytes() + cpu_arrays_only_bytes(cap);
+}
+
+void cpu_arrays_init_table(struct cpu_array **t, void *mem, unsigned cap)
+{
+    size_t one = array_stride(cap);
     for (int i = 0; i < cpu_nr_ids; i++) {
-        struct cpu_array *a = (struct cpu_array *)((char *)mem + tab + one * (size_t)i);
+        struct cpu_array *a = (struct cpu_array *)((char *)mem + one * (size_t)i);
         a->count = 0;
         a->cap = cap;
         t[i] = a;
     }
+    t[cpu_nr_ids] = &cpu_empty_array;   /* the slot of threads without rseq */
+}
+
+cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
+{
+    struct cpu_array **t = mem;
+    cpu_arrays_init_table(t, (char *)mem + cpu_arrays_table_bytes(), cap);
     return (cpu_arrays_t)t;
 }
 
@@ -81,7 +99,9 @@ int cpu_slot(void)
 {
     int s = cpu_thread_slot;
     if (unlikely(s < 0)) {
-        s = os_getcpu() % cpu_nr_ids;
+        /* In an rseq process, a thread that reaches here has no rseq of
+         * its own: it gets the dummy slot and uses the slabs directly. */
+        s = cpu_use_rseq ? cpu_nr_ids : os_getcpu() % cpu_nr_ids;
         cpu_thread_slot = s;
     }
     return s;
@@ -96,8 +116,6 @@ void cpu_atfork_child(void)
 
 static inline struct cpu_array *locked_array(cpu_arrays_t tab)
 {
-    if (cpu_use_rseq)
-        return NULL;     /* an rseq process, a thread without rseq: no array */
     struct cpu_array *a = tab[cpu_slot()];
     spin_lock(&a->lock);
     return a;
@@ -105,21 +123,14 @@ static inline struct cpu_array *locked_array(cpu_arrays_t tab)
 
 void *cpu_pop_locked(cpu_arrays_t tab)
 {
-    struct cpu_array *a = locked_array(tab);
-    if (!a)
-        return NULL;
-    void *obj = NULL;
-    if (a->count > 0)
-        obj = a->objs[--a->count];
-    spin_unlock(&a->lock);
-    return obj;
+    void *obj;
+    cpu_slot();
+    return cpu_pop_fast(tab, &obj) ? obj : NULL;
 }
 
-int cpu_push_locked(cpu_arrays_t tab, void *obj)
+static int push_locked(cpu_arrays_t tab, void *obj)
 {
     struct cpu_array *a = locked_array(tab);
-    if (!a)
-        return 0;
     int r = 0;
     if ((uint32_t)a->count < a->cap) {
         if (a->count > 0 && a->objs[a->count - 1] == obj)
@@ -133,11 +144,45 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
     return r;
 }
 
+/* The push of the slow path: tells a double free (obj on top) from full. */
+int cpu_push_locked(cpu_arrays_t tab, void *obj)
+{
+    cpu_slot();
+#ifndef SK_TSAN
+    __asm__ goto(
+        CPU_RSEQ_PROLOGUE
+        "1:\n\t"
+        "movslq %%fs:4(%[off]), %%rax\n\t"
+        "testq %%rax, %%rax\n\t"
+        "js %l[fallback]\n\t"
+        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "movl (%%rax), %%ecx\n\t"
+        "cmpl 4(%%rax), %%ecx\n\t"
+        "jae %l[full]\n\t"
+        "cmpq 8(%%rax, %%rcx, 8), %[obj]\n\t"
+        "je %l[dup]\n\t"
+        "movq %[obj], 16(%%rax, %%rcx, 8)\n\t"
+        "incl %%ecx\n\t"
+        "movl %%ecx, (%%rax)\n\t"
+        "2:\n\t"
+        CPU_RSEQ_EPILOGUE
+        :
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
+        : "rax", "rcx", "memory", "cc"
+        : full, dup, fallback);
+    return 1;
+full:
+    return 0;
+dup:
+    return -1;
+fallback:
+#endif
+    return push_locked(tab, obj);
+}
+
 static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 {
     struct cpu_array *a = locked_array(tab);
-    if (!a)
-        return 0;
     unsigned n = a->count > 0 ? (unsigned)a->count : 0;
     unsigned k = n < max ? n : max;
     memcpy(buf, &a->objs[n - k], k * sizeof(void *));
@@ -149,8 +194,6 @@ static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 {
     struct cpu_array *a = locked_array(tab);
-    if (!a)
-        return 0;
     unsigned room = (uint32_t)a->count < a->cap ? a->cap - (uint32_t)a->count : 0;
     unsigned m = n < room ? n : room;
     memcpy(&a->objs[a->count], buf, m * sizeof(void *));
@@ -165,14 +208,14 @@ static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
 {
 #ifndef SK_TSAN
-    struct rseq *rs = cpu_rseq_area();
     unsigned k;
     if (max == 0)
         return 0;
+    cpu_slot();
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
         "1:\n\t"
-        "movslq 4(%[rs]), %%rax\n\t"
+        "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
@@ -198,7 +241,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [k] "=&r"(k)
-        : [rs] "r"(rs), [tab] "r"(tab), [buf] "r"(buf), [max] "r"(max)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [max] "r"(max)
         : "rax", "rcx", "r8", "r9", "r10", "r11", "memory", "cc"
         : empty, fallback);
     return k;
@@ -213,14 +256,14 @@ fallback:
 unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
 {
 #ifndef SK_TSAN
-    struct rseq *rs = cpu_rseq_area();
     unsigned m;
     if (n == 0)
         return 0;
+    cpu_slot();
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
         "1:\n\t"
-        "movslq 4(%[rs]), %%rax\n\t"
+        "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
@@ -246,7 +289,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [m] "=&r"(m)
-        : [rs] "r"(rs), [tab] "r"(tab), [buf] "r"(buf), [n] "r"(n)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [n] "r"(n)
         : "rax", "rcx", "r9", "r10", "r11", "memory", "cc"
         : full, fallback);
     return m;

@@ -58,6 +58,12 @@ void cpu_init(void);
  * zeroed memory of cpu_arrays_bytes(cap) bytes. */
 size_t cpu_arrays_bytes(unsigned cap);
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
+/* The same with the table held elsewhere (inline in a cache, to save the
+ * fast path a load): `table` has cpu_nr_ids + 1 entries, `mem` is zeroed
+ * memory of cpu_arrays_only_bytes(cap). */
+size_t cpu_arrays_table_bytes(void);
+size_t cpu_arrays_only_bytes(unsigned cap);
+void cpu_arrays_init_table(struct cpu_array **table, void *mem, unsigned cap);
 
 /* The CPU this thread runs on now (a hint in the fallback). */
 int cpu_current(void);
@@ -72,6 +78,8 @@ static inline struct rseq *cpu_rseq_area(void)
     return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
 }
 
+/* Retry after a fast operation failed: NULL/0 when empty/full, -1 from
+ * push when obj is already on top (rseq and fallback alike). */
 void *cpu_pop_locked(cpu_arrays_t tab);
 int cpu_push_locked(cpu_arrays_t tab, void *obj);
 unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max);
@@ -82,9 +90,15 @@ unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max);
 /* Objects cached by CPU `cpu` now (a snapshot). */
 unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
 
+/* The fallback slot of this thread: -1 until first asked; in an rseq
+ * process a thread without rseq gets slot cpu_nr_ids, whose array is a
+ * dummy that is always empty and full (so it reaches no real array). */
+extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
+
 /* The rseq descriptor and abort handler shared by every sequence.
  * start = 1f, post-commit = 2f, abort = 4f; retry from 0b after an abort
- * (the kernel clears rseq_cs when it aborts us, so it is stored again). */
+ * (the kernel clears rseq_cs when it aborts us, so it is stored again).
+ * %[off] holds __rseq_offset: the rseq area is at %fs:off. */
 #define CPU_RSEQ_SIG 0x53053053
 #define CPU_RSEQ_PROLOGUE                                              \
     ".pushsection __rseq_cs, \"aw\"\n\t"                               \
@@ -95,7 +109,7 @@ unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
     ".popsection\n\t"                                                  \
     "0:\n\t"                                                           \
     "leaq 3b(%%rip), %%rax\n\t"                                        \
-    "movq %%rax, 8(%[rs])\n\t"
+    "movq %%rax, %%fs:8(%[off])\n\t"
 #define CPU_RSEQ_EPILOGUE                                              \
     ".pushsection __rseq_failure, \"ax\"\n\t"                          \
     ".byte 0x0f, 0xb9, 0x3d\n\t"                                       \
@@ -104,19 +118,32 @@ unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
     "jmp 0b\n\t"                                                       \
     ".popsection\n\t"
 
+/* The array the fallback uses, locked; NULL when the thread has no slot
+ * yet or the lock is busy (the caller's slow path assigns a slot, waits). */
+static inline struct cpu_array *cpu_lock_slot(cpu_arrays_t tab)
+{
+    int slot = cpu_thread_slot;
+    if (unlikely(slot < 0))
+        return NULL;
+    struct cpu_array *a = tab[slot];
+    if (unlikely(__atomic_exchange_n(&a->lock.v, 1, __ATOMIC_ACQUIRE)))
+        return NULL;      /* contended: the slow path waits */
+    return a;
+}
+
 /*
- * Pop the top pointer of this CPU's array.  NULL when empty, when a drain
- * owns the array, or (fallback) when its lock says so.
+ * Pop the top pointer of this CPU's array into *obj: true on success;
+ * false when empty, drained, or when the slow path must decide (no slot
+ * yet).  No atomic in rseq mode; one xchg in the fallback.
  */
-static inline void *cpu_pop(cpu_arrays_t tab)
+static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
 {
 #ifndef SK_TSAN
-    struct rseq *rs = cpu_rseq_area();
-    void *obj;
+    void *o;
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
         "1:\n\t"
-        "movslq 4(%[rs]), %%rax\n\t"          /* cpu_id */
+        "movslq %%fs:4(%[off]), %%rax\n\t"    /* cpu_id */
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"  /* this CPU's array */
@@ -128,54 +155,94 @@ static inline void *cpu_pop(cpu_arrays_t tab)
         "movl %%ecx, (%%rax)\n\t"             /* commit */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
-        : [obj] "=&r"(obj)
-        : [rs] "r"(rs), [tab] "r"(tab)
+        : [obj] "=&r"(o)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab)
         : "rax", "rcx", "memory", "cc"
         : empty, fallback);
-    return obj;
+    *obj = o;
+    return true;
 empty:
-    return NULL;
+    return false;
 fallback:
 #endif
-    return cpu_pop_locked(tab);
+    {
+        struct cpu_array *a = cpu_lock_slot(tab);
+        if (unlikely(!a))
+            return false;
+        int32_t n = a->count;
+        bool got = n > 0;
+        if (likely(got)) {
+            *obj = a->objs[n - 1];
+            a->count = n - 1;
+        }
+        spin_unlock(&a->lock);
+        return got;
+    }
 }
 
 /*
- * Push obj on this CPU's array: 1 when pushed, 0 when full (or drained),
- * -1 when obj is already on top (a double free caught at no extra cost).
+ * Push obj on this CPU's array: true when pushed; false when full,
+ * drained, obj is already on top (a double free: the slow path says so),
+ * or the slow path must decide.
  */
-static inline int cpu_push(cpu_arrays_t tab, void *obj)
+static inline bool cpu_push_fast(cpu_arrays_t tab, void *obj)
 {
 #ifndef SK_TSAN
-    struct rseq *rs = cpu_rseq_area();
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
         "1:\n\t"
-        "movslq 4(%[rs]), %%rax\n\t"
+        "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
         "movl (%%rax), %%ecx\n\t"
         "cmpl 4(%%rax), %%ecx\n\t"            /* count >= cap (unsigned) */
-        "jae %l[full]\n\t"
+        "jae %l[slow]\n\t"
         "cmpq 8(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] (or the lock word) */
-        "je %l[dup]\n\t"
+        "je %l[slow]\n\t"
         "movq %[obj], 16(%%rax, %%rcx, 8)\n\t"
         "incl %%ecx\n\t"
         "movl %%ecx, (%%rax)\n\t"             /* commit */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         :
-        : [rs] "r"(rs), [tab] "r"(tab), [obj] "r"(obj)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"
-        : full, dup, fallback);
-    return 1;
-full:
-    return 0;
-dup:
-    return -1;
+        : slow, fallback);
+    return true;
+slow:
+    return false;
 fallback:
 #endif
+    {
+        struct cpu_array *a = cpu_lock_slot(tab);
+        if (unlikely(!a))
+            return false;
+        uint32_t n = (uint32_t)a->count;
+        bool ok = n < a->cap && (n == 0 || a->objs[n - 1] != obj);
+        if (likely(ok)) {
+            a->objs[n] = obj;
+            a->count = (int32_t)n + 1;
+        }
+        spin_unlock(&a->lock);
+        return ok;
+    }
+}
+
+/* The full operations, for slow paths: they also assign a fallback slot.
+ * cpu_push: 1 pushed, 0 full or no array, -1 obj already on top. */
+static inline void *cpu_pop(cpu_arrays_t tab)
+{
+    void *obj;
+    if (cpu_pop_fast(tab, &obj))
+        return obj;
+    return cpu_pop_locked(tab);
+}
+
+static inline int cpu_push(cpu_arrays_t tab, void *obj)
+{
+    if (cpu_push_fast(tab, obj))
+        return 1;
     return cpu_push_locked(tab, obj);
 }
 

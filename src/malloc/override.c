@@ -43,7 +43,7 @@ static void malloc_layer_init(void)
 
 static SK_NOINLINE void *malloc_slow(size_t size)
 {
-    void *p = sk_malloc(size);
+    void *p = kmalloc_slow(size < 16 ? 16 : size);   /* 16-byte alignment: no kmalloc-8 */
     malloc_layer_init();
     return p;
 }
@@ -51,18 +51,23 @@ static SK_NOINLINE void *malloc_slow(size_t size)
 ALIAS(malloc) void *malloc(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX)) {
-        size_t s = size < 16 ? 16 : size;     /* 16-byte alignment: no kmalloc-8 */
-        struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(s + 7) >> 3]];
-        void *obj = cpu_pop(c->arrays);
-        if (likely(obj))
+        void *obj;
+        if (likely(cpu_pop_fast(kmalloc_arrays16[(size + 15) >> 4], &obj)))
             return obj;
     }
-    return malloc_slow(size < 16 ? 16 : size);
+    return malloc_slow(size);
 }
 
 ALIAS(free) void free(void *p)
 {
-    sk_free(p);
+    struct slab_cache *c;
+    if (likely(slab_of_object(p, &c))) {
+        if (likely(cpu_push_fast(c->arrays, p)))
+            return;
+        slab_free_slow(c, p);
+        return;
+    }
+    sk_free_slow(p, "free");
 }
 
 ALIAS(calloc) void *calloc(size_t nmemb, size_t size)
@@ -192,6 +197,7 @@ static void reset_arrays(cpu_arrays_t tab)
 {
     if (tab == cpu_empty_arrays)
         return;
+    cpu_empty_arrays[0]->lock.v = 0;   /* shared by threads without rseq */
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct cpu_array *a = tab[cpu];
         a->lock.v = 0;
@@ -209,7 +215,7 @@ static void fork_child(void)
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
-        reset_arrays(c->arrays);
+        reset_arrays((cpu_arrays_t)c->arrays);
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {

@@ -109,7 +109,6 @@ static void *os_zalloc(size_t bytes)
 static void cache_setup(struct slab_cache *c, const char *name, size_t size, size_t align,
                         unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "%s", name);
     c->object_size = (uint32_t)size;
     c->flags = flags;
@@ -132,7 +131,11 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->reserved = (uint32_t)SK_ALIGN_UP((size_t)sk_opt.slab_reserved, align);
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
-    c->recip = ((1ull << 32) + stride - 1) / stride;
+    c->shift = (uint8_t)__builtin_ctz((unsigned)stride);
+    uint32_t d = (uint32_t)stride >> c->shift, inv = d;
+    for (int i = 0; i < 5; i++)           /* Newton: doubles correct bits */
+        inv *= 2 - d * inv;
+    c->inv = inv;
     c->random = (uintptr_t)os_random64();
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
@@ -153,7 +156,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->node[n].gen = 1;
     }
     c->cpu = os_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
-    c->arrays = cpu_arrays_init(os_zalloc(cpu_arrays_bytes(c->array_cap)), c->array_cap);
+    cpu_arrays_init_table(c->arrays, os_zalloc(cpu_arrays_only_bytes(c->array_cap)), c->array_cap);
 }
 
 static void cache_publish(struct slab_cache *c)
@@ -171,7 +174,7 @@ static void cache_publish(struct slab_cache *c)
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    struct slab_cache *c = os_zalloc(sizeof *c);
+    struct slab_cache *c = os_zalloc(sizeof *c + cpu_arrays_table_bytes());
     cache_setup(c, name, size, align, flags, ctor, kmalloc);
     cache_publish(c);
     return c;

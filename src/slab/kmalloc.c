@@ -10,8 +10,8 @@
  * block goes back at once); beyond the largest buddy order (64 MiB), from
  * a direct mapping of whole slices, still known to the page map.
  *
- * Invariants: before slab_init() every table entry points at a boot cache
- * whose per-CPU arrays are always empty, so the first allocation takes the
+ * Invariants: before slab_init() every fast-path table entry points at
+ * per-CPU arrays that are always empty, so the first allocation takes the
  * slow path, which initialises slabkit and starts over.
  */
 #include <errno.h>
@@ -28,9 +28,12 @@ static const uint32_t class_sizes[] = {
 };
 _Static_assert(SK_ARRAY_SIZE(class_sizes) <= KMALLOC_NR_CLASSES, "too many classes");
 
-static struct slab_cache kmalloc_boot = { .arrays = cpu_empty_arrays, .size = 1, .objects = 0 };
-struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 1] = &kmalloc_boot };
+struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES];
+cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 1] = cpu_empty_arrays };
 uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1];
+cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
+    [0 ... KMALLOC_SMALL_MAX / 16] = cpu_empty_arrays
+};
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 
@@ -49,6 +52,7 @@ void kmalloc_init(void)
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
+        __atomic_store_n(&kmalloc_arrays[i], (cpu_arrays_t)c->arrays, __ATOMIC_RELEASE);
     }
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
@@ -59,6 +63,11 @@ void kmalloc_init(void)
     }
     /* Size 0 gets the smallest malloc-aligned class, like glibc. */
     kmalloc_small_index[0] = 1;
+    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
+        size_t size = i ? (size_t)i * 16 : 16;
+        __atomic_store_n(&kmalloc_arrays16[i], kmalloc_caches[kmalloc_small_index[size >> 3]]->arrays,
+                         __ATOMIC_RELEASE);
+    }
 }
 
 /* ---- large blocks ---- */
@@ -155,7 +164,7 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call)
 
 /* ---- the sk_malloc family ---- */
 
-static SK_NOINLINE void *kmalloc_slow(size_t size)
+SK_NOINLINE void *kmalloc_slow(size_t size)
 {
     slab_init();
     if (size <= KMALLOC_MAX_CACHE_SIZE)
@@ -166,26 +175,26 @@ static SK_NOINLINE void *kmalloc_slow(size_t size)
 void *sk_malloc(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX)) {
-        struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(size + 7) >> 3]];
-        void *obj = cpu_pop(c->arrays);
-        if (likely(obj))
+        void *obj;
+        if (likely(cpu_pop_fast(kmalloc_arrays[kmalloc_small_index[(size + 7) >> 3]], &obj)))
             return obj;
     }
     return kmalloc_slow(size);
 }
 
-static SK_NOINLINE void sk_free_slow(void *p, const char *call)
+SK_NOINLINE void sk_free_slow(void *p, const char *call)
 {
-    kmalloc_free_nonslab(p, call);
+    if (p)
+        kmalloc_free_nonslab(p, call);
 }
 
 void sk_free(void *p)
 {
     struct slab_cache *c;
-    if (unlikely(!p))
-        return;
     if (likely(slab_of_object(p, &c))) {
-        slab_free(c, p);
+        if (likely(cpu_push_fast(c->arrays, p)))
+            return;
+        slab_free_slow(c, p);
         return;
     }
     sk_free_slow(p, "free");

@@ -52,7 +52,7 @@ static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_p
 {
     void *next = get_fp(c, obj);
     if (next && ((uintptr_t)next - (uintptr_t)pg->slab.s_mem >= (uintptr_t)c->objects * c->size ||
-                 slab_obj_index(c, pg, next) * c->size != (uint32_t)((char *)next - pg->slab.s_mem)))
+                 slab_obj_exact(c, pg, next) >= c->objects))
         os_fatal("freelist corrupted in %s: object %p links to %p (use after free?)", c->name, obj, next);
     return next;
 }
@@ -391,6 +391,10 @@ static void flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
+    /* The fast path may have failed only for want of a fallback slot. */
+    void *first = cpu_pop_locked(c->arrays);
+    if (first)
+        return first;
     void *buf[SLAB_BATCH_MAX];
     unsigned want = c->batch, n = 0;
     struct slab_cpu *sc = &c->cpu[cpu_current()];
@@ -459,12 +463,17 @@ void *slab_alloc_slow(struct slab_cache *c)
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
+    int r = cpu_push_locked(c->arrays, obj);
+    if (r > 0)
+        return;
+    if (r < 0)
+        slab_bad_free("double free", "free", obj, c, NULL);
     void *buf[SLAB_BATCH_MAX + 1];
     unsigned n = cpu_pop_batch(c->arrays, buf, c->batch);
     for (unsigned i = 0; i < n; i++)
         if (unlikely(buf[i] == obj))
             slab_bad_free("double free", "free", obj, c, NULL);
-    int r = cpu_push(c->arrays, obj);
+    r = cpu_push(c->arrays, obj);
     if (r < 0)
         slab_bad_free("double free", "free", obj, c, NULL);
     if (r == 0)

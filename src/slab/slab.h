@@ -56,11 +56,11 @@ struct slab_node {
 };
 
 struct slab_cache {
-    /* Read by the fast paths, together. */
-    cpu_arrays_t arrays;
+    /* Read by the fast paths, together (arrays[], last, too). */
     uint32_t size;                /* object stride in the slab */
     uint32_t offset;              /* free pointer offset in a free object */
-    uint64_t recip;               /* ceil(2^32 / size): object index by multiply */
+    uint32_t inv;                 /* inverse of size's odd part, mod 2^32 */
+    uint8_t shift;                /* size = odd part << shift */
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
@@ -80,6 +80,9 @@ struct slab_cache {
     struct slab_cache *next;      /* all caches, creation order */
     bool kmalloc;
     char name[SLAB_NAME_LEN];
+    /* The per-CPU arrays, [cpu_nr_ids + 1]: inline, so the free fast path
+     * goes from the cache to its CPU's array in one load. */
+    struct cpu_array *arrays[];
 };
 
 void slab_init(void);
@@ -102,11 +105,30 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
                                              const void *p, const struct slab_cache *c,
                                              const void *object);
 
-/* Object index of p in its slab: ((p - s_mem) * recip) >> 32. */
+/* The malloc family's slow paths (kmalloc.c). */
+void *kmalloc_slow(size_t size);
+void sk_free_slow(void *p, const char *call);
+
+/*
+ * Exact division by the object size in three instructions: for an offset
+ * that is a multiple of size = d << k (d odd), off * inv(d) mod 2^32 is
+ * off / d exactly, and rotating right by k gives off / size.  For any
+ * other offset the result is larger than 2^32 / size, hence than the
+ * number of objects: one unsigned compare tells "start of an object of
+ * this slab" from interior pointers, the slab's tail, and what lies
+ * before s_mem (Granlund and Montgomery's divisibility test).
+ */
+static inline uint32_t slab_obj_exact(const struct slab_cache *c, const struct sk_page *pg, const void *p)
+{
+    uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem);
+    uint32_t q = off * c->inv;
+    return (q >> c->shift) | (q << (-c->shift & 31));
+}
+
+/* The object containing p (p inside the slab's objects area). */
 static inline uint32_t slab_obj_index(const struct slab_cache *c, const struct sk_page *pg, const void *p)
 {
-    uint32_t off = (uint32_t)((const char *)p - pg->slab.s_mem);
-    return (uint32_t)(((uint64_t)off * c->recip) >> 32);
+    return (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem) / c->size;
 }
 
 /*
@@ -123,9 +145,7 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     if (unlikely(!(pg->flags & PG_SLAB)))
         return NULL;
     struct slab_cache *c = pg->slab.cache;
-    uint32_t off = (uint32_t)((const char *)p - pg->slab.s_mem);
-    uint32_t idx = (uint32_t)(((uint64_t)off * c->recip) >> 32);
-    if (unlikely(idx * c->size != off || idx >= c->objects))
+    if (unlikely(slab_obj_exact(c, pg, p) >= c->objects))
         return NULL;
     *cp = c;
     return pg;
@@ -135,19 +155,16 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
 
 static inline void *slab_alloc(struct slab_cache *c)
 {
-    void *obj = cpu_pop(c->arrays);
-    if (likely(obj))
+    void *obj;
+    if (likely(cpu_pop_fast(c->arrays, &obj)))
         return obj;
     return slab_alloc_slow(c);
 }
 
 static inline void slab_free(struct slab_cache *c, void *obj)
 {
-    int r = cpu_push(c->arrays, obj);
-    if (likely(r > 0))
+    if (likely(cpu_push_fast(c->arrays, obj)))
         return;
-    if (r < 0)
-        slab_bad_free("double free", "free", obj, c, NULL);
     slab_free_slow(c, obj);
 }
 
@@ -158,6 +175,11 @@ static inline void slab_free(struct slab_cache *c, void *obj)
 #define KMALLOC_NR_CLASSES 48
 
 extern struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES] SK_INTERNAL;
+/* sk_malloc's table: the per-CPU arrays of each class (empty before init). */
+extern cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] SK_INTERNAL;
+/* malloc's table: the per-CPU arrays of the 16-byte-aligned class for
+ * (size + 15) / 16, size <= KMALLOC_SMALL_MAX: one load from size to array. */
+extern cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] SK_INTERNAL;
 extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
 extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
 extern unsigned kmalloc_nr_classes SK_INTERNAL;
