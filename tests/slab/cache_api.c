@@ -127,6 +127,10 @@ static void lifecycle(const char *name, size_t size, size_t align)
     ok(info.num_slabs >= (nobj + info.objs_per_slab - 1) / info.objs_per_slab,
        "%s: %lu slabs hold them", name, info.num_slabs);
     is(info.stat[SK_NEW_SLAB], info.num_slabs, "%s: new_slab counter = slabs made", name);
+    /* Each allocation either popped the per-CPU array or refilled it. */
+    is(info.stat[SK_ALLOC_FASTPATH] + info.stat[SK_ALLOC_SLOWPATH], nobj,
+       "%s: alloc_fastpath %lu + alloc_slowpath %lu = allocations", name, info.stat[SK_ALLOC_FASTPATH],
+       info.stat[SK_ALLOC_SLOWPATH]);
     for (int i = 0; i < nobj; i++) {
         unsigned char *p = objs[i];
         for (size_t k = 0; k < size; k++)
@@ -155,6 +159,9 @@ static void lifecycle(const char *name, size_t size, size_t align)
         sk_cache_free(c, objs[i]);
     sk_cache_info(name, &info);
     is(info.active_objs, 0, "%s: all freed, active_objs 0", name);
+    is(info.stat[SK_FREE_FASTPATH] + info.stat[SK_FREE_SLOWPATH], nobj,
+       "%s: free_fastpath %lu + free_slowpath %lu = frees", name, info.stat[SK_FREE_FASTPATH],
+       info.stat[SK_FREE_SLOWPATH]);
     unsigned long slabs = info.num_slabs;
     int freed = sk_cache_shrink(c);
     sk_cache_info(name, &info);
