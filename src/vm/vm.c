@@ -1,14 +1,35 @@
 /*
- * vm.c — slices and the page map.
+ * vm.c — slices, the arena they come from, and the page map.
+ *
+ * The arena reserves address space in regions (PROT_NONE, MAP_NORESERVE,
+ * slice-aligned) and hands it out as runs of whole slices, each run of one
+ * page size.  Per region it keeps one state byte per slice and three masks
+ * (free, base-size, huge-size), the powerpc slice series' cached masks: a
+ * request reads the masks, a slice change updates them, and nothing
+ * recomputes them per request unless slice_mask_cache=0 asks for the old
+ * way.  Regions grow geometrically (16 slices, then as many as the arena
+ * already holds, up to VM_REGION_SLICES), and a reservation the OS refuses
+ * is retried at exactly the size needed, so RLIMIT_AS still ends in ENOMEM
+ * where it did before.  Runs longer than a region bypass the arena (one
+ * mmap each, as before).
  *
  * Invariants:
- *  - vm_slice_map[i] is non-NULL exactly while slice i is mapped by
+ *  - vm_slice_map[i] is non-NULL exactly while slice i is handed out by
  *    slabkit; it is published (release) only after the header is fully
- *    initialised, and cleared before the memory is unmapped.
- *  - Headers live in their own mmap (never in the slice), so freeing a
- *    direct mapping never leaves a dangling descriptor inside user memory.
+ *    initialised, and cleared before the slice goes back to the arena.
+ *  - Headers live in their own mmap (never in the slice).  A released
+ *    header stays mapped (a racing lookup of a stale pointer may read it)
+ *    and is reused for the next slice.
+ *  - (vm_lock) For every region r and slice i < r->nr:
+ *      free bit i     == !(state[i] & VS_USED)
+ *      psize[p] bit i == (state[i] & VS_PSIZE) == VS_PSIZE_OF(p)
+ *    and no bit at or past r->nr is set.  vm_check_masks() proves it.
+ *  - A slice marked VS_USED belongs to exactly one run; the system calls
+ *    that commit, advise or purge it run with vm_lock dropped, by the one
+ *    thread that owns the run.
  * Lock order: vm_lock is a leaf (taken by the page allocator's zone code
- * with the zone lock held, never the other way round).
+ * with the zone lock dropped or held, never the other way round).  Nothing
+ * here allocates with malloc: it runs inside malloc.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,102 +37,458 @@
 #include "lock/lock.h"
 #include "vm/vm.h"
 
+_Static_assert(__builtin_offsetof(struct vm_slice, pages) == 64, "descriptors start at 64");
+
 struct vm_slice *vm_slice_map[VM_MAP_ENTRIES];
+
+/* Per-slice state byte. */
+#define VS_USED        0x01u  /* handed out */
+#define VS_PSIZE       0x06u  /* page size it serves (or last served): 0 never used */
+#define VS_PSIZE_OF(p) ((unsigned)((p) + 1) << 1)
+#define VS_COMMITTED   0x08u  /* read-write (was PROT_NONE while reserved) */
+#define VS_ADV_HUGE    0x10u  /* MADV_HUGEPAGE applied */
+#define VS_ADV_NOHUGE  0x20u  /* MADV_NOHUGEPAGE applied */
+
+struct vm_masks {
+    uint64_t free[VM_MASK_WORDS];
+    uint64_t psize[VM_PSIZE_NR][VM_MASK_WORDS];
+};
+
+struct vm_region {
+    uintptr_t base;
+    uint32_t nr;                   /* slices in the region, <= VM_REGION_SLICES */
+    uint32_t nr_free;
+    struct vm_masks cached;        /* kept up to date on every change */
+    struct vm_masks scratch;       /* slice_mask_cache=0: rebuilt per request */
+    uint8_t state[VM_REGION_SLICES];
+};
+
+#define VM_MAX_REGIONS 4096
 
 static spinlock_t vm_lock = SPINLOCK_INIT;
 static struct vm_slice *vm_all;
-static size_t vm_bytes;
+static size_t vm_bytes;            /* handed out */
+static size_t vm_arena;            /* reserved by the arena */
+static struct vm_region *vm_regions[VM_MAX_REGIONS];
+static uint32_t vm_nr_regions;
+static uint32_t vm_arena_slices;
+static struct vm_slice *vm_spare;  /* released headers, linked by next */
+
+/* ---- masks ---- */
+
+static inline void bit_set(uint64_t *m, uint32_t i) { m[i >> 6] |= 1ull << (i & 63); }
+static inline void bit_clear(uint64_t *m, uint32_t i) { m[i >> 6] &= ~(1ull << (i & 63)); }
+
+/* Change slice i's state and its bits in the cached masks (vm_lock). */
+static void slice_set_state(struct vm_region *r, uint32_t i, uint8_t st)
+{
+    uint8_t old = r->state[i];
+    r->state[i] = st;
+    if ((old ^ st) & VS_USED) {
+        if (st & VS_USED) {
+            bit_clear(r->cached.free, i);
+            r->nr_free--;
+        } else {
+            bit_set(r->cached.free, i);
+            r->nr_free++;
+        }
+    }
+    if ((old ^ st) & VS_PSIZE)
+        for (unsigned p = 0; p < VM_PSIZE_NR; p++) {
+            if ((st & VS_PSIZE) == VS_PSIZE_OF(p))
+                bit_set(r->cached.psize[p], i);
+            else
+                bit_clear(r->cached.psize[p], i);
+        }
+}
+
+/* The masks from the state bytes alone, into m (the seed's per-request
+ * computation, and the reference for vm_check_masks). */
+static void masks_compute(const struct vm_region *r, struct vm_masks *m)
+{
+    memset(m, 0, sizeof *m);
+    for (uint32_t i = 0; i < r->nr; i++) {
+        uint8_t st = r->state[i];
+        if (!(st & VS_USED))
+            bit_set(m->free, i);
+        for (unsigned p = 0; p < VM_PSIZE_NR; p++)
+            if ((st & VS_PSIZE) == VS_PSIZE_OF(p))
+                bit_set(m->psize[p], i);
+    }
+}
+
+/* Word w of the candidate mask of `pass`: 0 free slices already of psize,
+ * 1 free slices never used, 2 any free slice. */
+static inline uint64_t candidates(const struct vm_masks *m, unsigned psize, int pass, uint32_t w)
+{
+    uint64_t c = m->free[w];
+    if (pass == 0)
+        c &= m->psize[psize][w];
+    else if (pass == 1)
+        c &= ~(m->psize[0][w] | m->psize[1][w]);
+    return c;
+}
+
+/* First run of n candidate slices in m; -1 if none. */
+static long run_find(const struct vm_masks *m, uint32_t nr, unsigned psize, int pass, uint32_t n)
+{
+    uint32_t words = (nr + 63) / 64;
+    if (n == 1) {
+        for (uint32_t w = 0; w < words; w++) {
+            uint64_t c = candidates(m, psize, pass, w);
+            if (c)
+                return (long)(w * 64 + (uint32_t)__builtin_ctzll(c));
+        }
+        return -1;
+    }
+    uint32_t run = 0, start = 0;
+    for (uint32_t w = 0; w < words; w++) {
+        uint64_t c = candidates(m, psize, pass, w);
+        if (c == ~0ull) {
+            if (!run)
+                start = w * 64;
+            run += 64;
+        } else if (!c) {
+            run = 0;
+        } else {
+            for (uint32_t b = 0; b < 64; b++) {
+                if (c >> b & 1) {
+                    if (!run)
+                        start = w * 64 + b;
+                    run++;
+                    if (run >= n)
+                        return start;
+                } else {
+                    run = 0;
+                }
+            }
+        }
+        if (run >= n)
+            return start;
+    }
+    return -1;
+}
+
+/* Find and claim n free slices of psize (vm_lock held).  Returns the
+ * region index, with *first set, or -1 when no region has room. */
+static long arena_claim(unsigned psize, uint32_t n, uint32_t *first)
+{
+    bool cached = sk_opt.slice_mask_cache != 0;
+    if (!cached)
+        for (uint32_t r = 0; r < vm_nr_regions; r++)
+            masks_compute(vm_regions[r], &vm_regions[r]->scratch);
+    for (int pass = 0; pass < 3; pass++)
+        for (uint32_t ri = 0; ri < vm_nr_regions; ri++) {
+            struct vm_region *r = vm_regions[ri];
+            if (r->nr_free < n)
+                continue;
+            long i = run_find(cached ? &r->cached : &r->scratch, r->nr, psize, pass, n);
+            if (i >= 0) {
+                *first = (uint32_t)i;
+                return ri;
+            }
+        }
+    return -1;
+}
+
+/* Reserve a new region with room for n slices; vm_lock NOT held.
+ * Returns 0, or -1 with errno ENOMEM. */
+static int arena_grow(uint32_t n)
+{
+    uint32_t want = __atomic_load_n(&vm_arena_slices, __ATOMIC_RELAXED);
+    if (want < 16)
+        want = 16;
+    if (want > VM_REGION_SLICES)
+        want = VM_REGION_SLICES;
+    if (want < n)
+        want = n;
+    void *mem = os_reserve((size_t)want << SLICE_SHIFT, SLICE_SIZE);
+    if (!mem && want > n) {
+        want = n;
+        mem = os_reserve((size_t)want << SLICE_SHIFT, SLICE_SIZE);
+    }
+    if (!mem)
+        goto nomem;
+    struct vm_region *r = os_map(SK_ALIGN_UP(sizeof *r, SK_PAGE_SIZE), SK_PAGE_SIZE);
+    if (!r) {
+        os_unmap(mem, (size_t)want << SLICE_SHIFT);
+        goto nomem;
+    }
+    r->base = (uintptr_t)mem;
+    r->nr = want;
+    r->nr_free = want;
+    for (uint32_t i = 0; i < want; i++)
+        bit_set(r->cached.free, i);
+    spin_lock(&vm_lock);
+    if (vm_nr_regions == VM_MAX_REGIONS) {
+        spin_unlock(&vm_lock);
+        os_unmap(mem, (size_t)want << SLICE_SHIFT);
+        os_unmap(r, SK_ALIGN_UP(sizeof *r, SK_PAGE_SIZE));
+        goto nomem;
+    }
+    __atomic_store_n(&vm_regions[vm_nr_regions], r, __ATOMIC_RELEASE);
+    vm_nr_regions++;
+    vm_arena_slices += want;
+    vm_arena += (size_t)want << SLICE_SHIFT;
+    spin_unlock(&vm_lock);
+    return 0;
+nomem:
+    errno = ENOMEM;
+    return -1;
+}
+
+/* ---- headers ---- */
+
+#define VM_HEADER_BYTES SK_ALIGN_UP(sizeof(struct vm_slice) + SLICE_PAGES * VM_DESC_SIZE, SK_PAGE_SIZE)
+_Static_assert(VM_HEADER_BYTES <= VM_HEADER_ALIGN, "a slice header fits its alignment");
+
+/* A header with zeroed descriptors: a released one, or a new mapping. */
+static struct vm_slice *header_get(size_t desc_size)
+{
+    if (desc_size > VM_DESC_SIZE)
+        os_fatal("slice descriptors of %zu bytes exceed VM_DESC_SIZE", desc_size);
+    spin_lock(&vm_lock);
+    struct vm_slice *s = vm_spare;
+    if (s)
+        vm_spare = s->next;
+    spin_unlock(&vm_lock);
+    if (!s)
+        return os_map(VM_HEADER_BYTES, VM_HEADER_ALIGN);
+    /* Only pages[0] is ever written in a released header (a direct or
+     * user run); the rest of its descriptors are still zero. */
+    memset(s, 0, sizeof *s + VM_DESC_SIZE);
+    return s;
+}
+
+/* ---- runs of slices ---- */
+
+static void vm_say_no_thp(void)
+{
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        os_warn("huge-page slices asked for, but transparent huge pages are off "
+                "(THP \"never\"): they run on 4 KiB pages");
+}
+
+/* Commit and advise a claimed run for psize; vm_lock not held.  `need`
+ * are the VS_* bits some slice of the run lacks. */
+static int run_prepare(void *mem, size_t bytes, unsigned psize, uint8_t need)
+{
+    if ((need & VS_COMMITTED) && os_commit(mem, bytes) != 0)
+        return -1;
+    if (need & VS_ADV_HUGE)
+        os_advise_huge(mem, bytes);
+    if (need & VS_ADV_NOHUGE)
+        os_advise_nohuge(mem, bytes);
+    (void)psize;
+    return 0;
+}
+
+/* The state bits a slice of psize should carry. */
+static uint8_t state_for(unsigned psize)
+{
+    enum os_thp thp = os_thp_mode();
+    uint8_t st = VS_USED | VS_COMMITTED | (uint8_t)VS_PSIZE_OF(psize);
+    if (psize == VM_PSIZE_HUGE && thp != OS_THP_NEVER)
+        st |= VS_ADV_HUGE;
+    else if (psize == VM_PSIZE_BASE && thp == OS_THP_ALWAYS)
+        st |= VS_ADV_NOHUGE;
+    return st;
+}
 
 static void publish(struct vm_slice *s)
 {
     spin_lock(&vm_lock);
+    s->prev = NULL;
     s->next = vm_all;
-    vm_all = s;
+    if (vm_all)
+        vm_all->prev = s;
+    __atomic_store_n(&vm_all, s, __ATOMIC_RELEASE);
     vm_bytes += s->size;
     for (uint32_t i = 0; i < s->nr_slices; i++)
         __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], s, __ATOMIC_RELEASE);
     spin_unlock(&vm_lock);
 }
 
-static struct vm_slice *header_new(size_t descs, size_t desc_size)
+/* A run of n slices of psize outside the arena (longer than a region). */
+static void *run_map_outside(uint32_t n, unsigned psize)
 {
-    size_t bytes = SK_ALIGN_UP(sizeof(struct vm_slice) + descs * desc_size, SK_PAGE_SIZE);
-    if (bytes > VM_HEADER_ALIGN)
-        os_fatal("slice header of %zu bytes exceeds its %zu-byte alignment", bytes, VM_HEADER_ALIGN);
-    struct vm_slice *s = os_map(bytes, VM_HEADER_ALIGN);
-    return s;
+    size_t bytes = (size_t)n << SLICE_SHIFT;
+    void *mem = os_map(bytes, SLICE_SIZE);
+    if (mem && psize == VM_PSIZE_HUGE && os_thp_mode() != OS_THP_NEVER)
+        os_advise_huge(mem, bytes);
+    return mem;
 }
+
+/* A published run of n slices of `kind` serving psize; NULL, errno ENOMEM. */
+static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_t n, size_t desc_size)
+{
+    struct vm_slice *s = header_get(desc_size);
+    if (!s)
+        goto nomem;
+    void *mem;
+    uint32_t ri = VM_NO_REGION, first = 0;
+    uint8_t st = state_for(psize);
+    if (n > VM_REGION_SLICES) {
+        mem = run_map_outside(n, psize);
+        if (!mem)
+            goto nomem_header;
+    } else {
+        long got;
+        uint8_t need = 0;
+        for (;;) {
+            spin_lock(&vm_lock);
+            got = arena_claim(psize, n, &first);
+            if (got >= 0)
+                break;
+            spin_unlock(&vm_lock);
+            if (arena_grow(n) != 0)
+                goto nomem_header;
+        }
+        ri = (uint32_t)got;
+        struct vm_region *r = vm_regions[ri];
+        for (uint32_t i = first; i < first + n; i++) {
+            need |= (uint8_t)(st & ~r->state[i]);
+            if ((r->state[i] & VS_ADV_HUGE) && !(st & VS_ADV_HUGE))
+                need |= VS_ADV_NOHUGE;   /* leaving huge: undo the advice */
+            slice_set_state(r, i, st);
+        }
+        spin_unlock(&vm_lock);
+        mem = (void *)(r->base + ((uintptr_t)first << SLICE_SHIFT));
+        if (run_prepare(mem, (size_t)n << SLICE_SHIFT, psize, need) != 0) {
+            spin_lock(&vm_lock);
+            for (uint32_t i = first; i < first + n; i++)
+                slice_set_state(r, i, 0);   /* not committed, not advised: redo all next time */
+            spin_unlock(&vm_lock);
+            goto nomem_header;
+        }
+    }
+    s->base = (uintptr_t)mem;
+    s->size = (size_t)n << SLICE_SHIFT;
+    s->kind = (uint8_t)kind;
+    s->huge = (st & VS_ADV_HUGE) != 0;
+    s->nr_slices = n;
+    s->region = ri;
+    s->first = first;
+    publish(s);
+    return s;
+nomem_header:
+    spin_lock(&vm_lock);
+    s->next = vm_spare;
+    vm_spare = s;
+    spin_unlock(&vm_lock);
+nomem:
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* Unpublish a run, return its memory and its slices, keep its header. */
+static void run_free(struct vm_slice *s)
+{
+    spin_lock(&vm_lock);
+    for (uint32_t i = 0; i < s->nr_slices; i++)
+        __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], NULL, __ATOMIC_RELEASE);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        __atomic_store_n(&vm_all, s->next, __ATOMIC_RELEASE);
+    if (s->next)
+        s->next->prev = s->prev;
+    vm_bytes -= s->size;
+    spin_unlock(&vm_lock);
+    if (s->region == VM_NO_REGION) {
+        os_unmap((void *)s->base, s->size);
+    } else {
+        /* Back to the arena: pages returned, mapping and advice kept, so a
+         * later run of the same page size reuses it with no system call. */
+        os_purge((void *)s->base, s->size);
+        struct vm_region *r = vm_regions[s->region];
+        spin_lock(&vm_lock);
+        for (uint32_t i = s->first; i < s->first + s->nr_slices; i++)
+            slice_set_state(r, i, (uint8_t)(r->state[i] & ~VS_USED));
+        spin_unlock(&vm_lock);
+    }
+    spin_lock(&vm_lock);
+    s->next = vm_spare;
+    vm_spare = s;
+    spin_unlock(&vm_lock);
+}
+
+/* ---- the slice API of the page allocator and kmalloc ---- */
 
 struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size)
 {
-    void *mem = os_map(SLICE_SIZE, SLICE_SIZE);
-    if (!mem) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    struct vm_slice *s = header_new(SLICE_PAGES, desc_size);
-    if (!s) {
-        os_unmap(mem, SLICE_SIZE);
-        errno = ENOMEM;
-        return NULL;
-    }
-    s->base = (uintptr_t)mem;
-    s->size = SLICE_SIZE;
-    s->kind = (uint8_t)kind;
-    s->nr_slices = 1;
-    if (kind == VM_SLICE_HUGE && os_thp_mode() != OS_THP_NEVER)
-        s->huge = os_advise_huge(mem, SLICE_SIZE) == 0;
-    else if (kind == VM_SLICE_BASE && os_thp_mode() == OS_THP_ALWAYS)
-        os_advise_nohuge(mem, SLICE_SIZE);
-    publish(s);
-    return s;
+    unsigned psize = kind == VM_SLICE_HUGE ? VM_PSIZE_HUGE : VM_PSIZE_BASE;
+    if (psize == VM_PSIZE_HUGE && os_thp_mode() == OS_THP_NEVER && sk_opt.verbose)
+        vm_say_no_thp();
+    return run_new(kind, psize, 1, desc_size);
 }
 
 struct vm_slice *vm_direct_new(size_t size, size_t desc_size)
 {
     size_t span = SK_ALIGN_UP(size, SLICE_SIZE);
-    if (span < size) {
+    if (span < size || (span >> SLICE_SHIFT) > UINT32_MAX) {
         errno = ENOMEM;
         return NULL;
     }
-    void *mem = os_map(span, SLICE_SIZE);
-    if (!mem) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* The unused tail of the last slice stays reserved with the run, so
-     * no other mapping can land in a slice the map points at. */
-    struct vm_slice *s = header_new(SLICE_PAGES, desc_size);
-    if (!s) {
-        os_unmap(mem, span);
-        errno = ENOMEM;
-        return NULL;
-    }
-    s->base = (uintptr_t)mem;
-    s->size = span;
-    s->kind = VM_SLICE_DIRECT;
-    s->nr_slices = (uint32_t)(span >> SLICE_SHIFT);
-    publish(s);
-    return s;
+    /* The unused tail of the last slice stays with the run, so no other
+     * mapping can land in a slice the map points at. */
+    return run_new(VM_SLICE_DIRECT, VM_PSIZE_BASE, (uint32_t)(span >> SLICE_SHIFT), desc_size);
 }
 
 void vm_direct_free(struct vm_slice *s)
 {
-    spin_lock(&vm_lock);
-    for (uint32_t i = 0; i < s->nr_slices; i++)
-        __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], NULL, __ATOMIC_RELEASE);
-    struct vm_slice **pp = &vm_all;
-    while (*pp && *pp != s)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = s->next;
-    vm_bytes -= s->size;
-    spin_unlock(&vm_lock);
-    os_unmap((void *)s->base, s->size);
-    /* The header stays mapped (its memory is returned): a racing lookup
-     * of a stale pointer may still read it.  It is a few pages at most. */
-    os_purge(s, SK_ALIGN_UP(sizeof(struct vm_slice), SK_PAGE_SIZE));
+    run_free(s);
 }
+
+/* ---- sk_vm_map: huge-page-backed regions for programs ---- */
+
+void *sk_vm_map(size_t size, size_t page_size)
+{
+    os_options_init();
+    unsigned psize;
+    if (page_size == 0)
+        psize = size >= HUGE_PAGE_SIZE ? VM_PSIZE_HUGE : VM_PSIZE_BASE;
+    else if (page_size == SK_PAGE_SIZE)
+        psize = VM_PSIZE_BASE;
+    else if (page_size == HUGE_PAGE_SIZE)
+        psize = VM_PSIZE_HUGE;
+    else
+        goto inval;
+    if (size == 0)
+        goto inval;
+    size_t span = SK_ALIGN_UP(size, SLICE_SIZE);
+    if (span < size || (span >> SLICE_SHIFT) > UINT32_MAX || (span >> VM_ADDR_BITS)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (psize == VM_PSIZE_HUGE && page_size && os_thp_mode() == OS_THP_NEVER)
+        vm_say_no_thp();
+    struct vm_slice *s = run_new(VM_SLICE_USER, psize, (uint32_t)(span >> SLICE_SHIFT), VM_DESC_SIZE);
+    return s ? (void *)s->base : NULL;
+inval:
+    errno = EINVAL;
+    return NULL;
+}
+
+int sk_vm_unmap(void *p, size_t size)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    size_t span = SK_ALIGN_UP(size, SLICE_SIZE);
+    if (!s || s->base != (uintptr_t)p || size == 0 || span < size || span != s->size)
+        goto inval;
+    /* One unmapper wins; a second (a double unmap racing) sees EINVAL. */
+    uint8_t kind = VM_SLICE_USER;
+    if (!__atomic_compare_exchange_n(&s->kind, &kind, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        goto inval;
+    run_free(s);
+    return 0;
+inval:
+    errno = EINVAL;
+    return -1;
+}
+
+/* ---- statistics, tests, fork ---- */
 
 struct vm_slice *vm_slices(void)
 {
@@ -121,6 +498,30 @@ struct vm_slice *vm_slices(void)
 size_t vm_reserved_bytes(void)
 {
     return __atomic_load_n(&vm_bytes, __ATOMIC_RELAXED);
+}
+
+size_t vm_arena_bytes(void)
+{
+    return __atomic_load_n(&vm_arena, __ATOMIC_RELAXED);
+}
+
+long vm_check_masks(void)
+{
+    long bad = 0;
+    spin_lock(&vm_lock);
+    for (uint32_t ri = 0; ri < vm_nr_regions; ri++) {
+        struct vm_region *r = vm_regions[ri];
+        masks_compute(r, &r->scratch);
+        const uint64_t *a = (const uint64_t *)&r->cached, *b = (const uint64_t *)&r->scratch;
+        for (size_t w = 0; w < sizeof(struct vm_masks) / sizeof(uint64_t); w++)
+            bad += a[w] != b[w];
+        uint32_t nfree = 0;
+        for (uint32_t i = 0; i < r->nr; i++)
+            nfree += !(r->state[i] & VS_USED);
+        bad += nfree != r->nr_free;
+    }
+    spin_unlock(&vm_lock);
+    return bad;
 }
 
 void vm_atfork_child(void)
