@@ -25,7 +25,6 @@ struct sk_options sk_opt = {
     .decay_ms = 500,
     .dirty_max_mb = 64,
     .array_size = 0,
-    .rseq = 1,
     .verbose = 0,
 };
 
@@ -47,7 +46,6 @@ static const struct option_def defs[] = {
     { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
     { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once" },
     { "array_size", &sk_opt.array_size, 0, 1024, "per-CPU object array capacity (0: by size)" },
-    { "rseq", &sk_opt.rseq, 0, 1, "use restartable sequences when glibc registered them" },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
 };
 

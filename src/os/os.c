@@ -85,9 +85,10 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
 
 enum os_thp os_thp_mode(void)
 {
-    static int mode = -1;
-    if (mode >= 0)
-        return (enum os_thp)mode;
+    static int mode = -1;     /* cached: every racing reader computes the same */
+    int cached = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (cached >= 0)
+        return (enum os_thp)cached;
     char buf[128];
     int m = OS_THP_NEVER;
     if (read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
@@ -96,7 +97,7 @@ enum os_thp os_thp_mode(void)
         else if (strstr(buf, "[madvise]"))
             m = OS_THP_MADVISE;
     }
-    mode = m;
+    __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     return (enum os_thp)m;
 }
 
@@ -151,8 +152,9 @@ static int parse_cpu_list(const char *s)
 int os_nr_cpu_ids(void)
 {
     static int n;
-    if (n > 0)
-        return n;
+    int cached = __atomic_load_n(&n, __ATOMIC_RELAXED);
+    if (cached > 0)
+        return cached;
     char buf[256];
     int v = 0;
     if (read_small("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0)
@@ -161,8 +163,8 @@ int os_nr_cpu_ids(void)
         v = (int)sysconf(_SC_NPROCESSORS_CONF);
     if (v <= 0)
         v = 1;
-    n = v;
-    return n;
+    __atomic_store_n(&n, v, __ATOMIC_RELAXED);
+    return v;
 }
 
 int os_nr_online_cpus(void)

@@ -95,7 +95,6 @@ struct sk_options {
     long decay_ms;           /* free memory older than this goes back to the OS */
     long dirty_max_mb;       /* free resident memory above this is returned at once */
     long array_size;         /* per-CPU array capacity override (0: by size) */
-    long rseq;               /* 0: force the lock fallback even with rseq */
     long verbose;            /* print start-up facts */
 };
 extern struct sk_options sk_opt SK_INTERNAL;

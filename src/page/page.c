@@ -73,7 +73,7 @@ static inline void list_del(struct page_list *l, struct sk_page *pg)
 /* Put a free block on its list (no merging). */
 static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
 {
-    pg->flags = PG_BUDDY | (clean ? PG_CLEAN : 0);
+    pg_set_flags(pg, PG_BUDDY | (clean ? PG_CLEAN : 0));
     pg->order = (uint8_t)order;
     pg->buddy.freed_at = now;
     list_add_head(list_of(z, order, clean), pg);
@@ -85,10 +85,10 @@ static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, bool
 /* Take a free block off its list; returns whether it was clean. */
 static bool zone_remove(struct zone *z, struct sk_page *pg)
 {
-    bool clean = pg->flags & PG_CLEAN;
+    bool clean = pg_flags(pg) & PG_CLEAN;
     unsigned order = pg->order;
     list_del(list_of(z, order, clean), pg);
-    pg->flags = 0;
+    pg_set_flags(pg, 0);
     z->free_pages -= 1ul << order;
     if (!clean)
         z->dirty_pages -= 1ul << order;
@@ -100,16 +100,22 @@ static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, 
 {
     struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
     size_t idx = (size_t)(pg - first);
+    uint64_t freed_at = now;
+    pg_set_flags(pg, 0);    /* it may end up inside a merged block: no stale head */
     while (order < SK_MAX_ORDER) {
         size_t bidx = idx ^ ((size_t)1 << order);
         struct sk_page *buddy = first + bidx;
-        if (!(buddy->flags & PG_BUDDY) || buddy->order != order)
+        if (!(pg_flags(buddy) & PG_BUDDY) || buddy->order != order)
             break;
+        /* The merged block is as old as its oldest resident part: steady
+         * small frees must not keep renewing memory that sits unused. */
+        if (!(pg_flags(buddy) & PG_CLEAN) && buddy->buddy.freed_at < freed_at)
+            freed_at = buddy->buddy.freed_at;
         clean = zone_remove(z, buddy) && clean;
         idx &= bidx;
         order++;
     }
-    zone_insert(z, first + idx, order, clean, now);
+    zone_insert(z, first + idx, order, clean, clean ? now : freed_at);
 }
 
 /* Split a block of order `high` down to `low`; the upper halves go back
@@ -144,10 +150,19 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, bool *clean_out
     return NULL;
 }
 
-/* Add a new slice to the zone: called without the zone lock. */
+/* Add a new slice to the zone: called without the zone lock.
+ * Which page size: a zone's first slice is on base pages, so a small
+ * program never pays 2 MiB of RSS for a few pages; once a zone outgrows
+ * one slice its memory is dense (busy slab caches, large blocks), and its
+ * further slices are huge-page slices (huge_slices=1, THP not "never"),
+ * for TLB reach.  Their free memory goes back only a whole huge page at a
+ * time (zone_reclaim_batch), so huge pages are never broken up. */
 static int zone_grow(struct zone *z)
 {
-    struct vm_slice *s = vm_slice_new(VM_SLICE_BASE, sizeof(struct sk_page));
+    enum vm_slice_kind kind = VM_SLICE_BASE;
+    if (sk_opt.huge_slices && __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) >= SLICE_PAGES)
+        kind = VM_SLICE_HUGE;   /* vm says once (verbose) when THP is off */
+    struct vm_slice *s = vm_slice_new(kind, sizeof(struct sk_page));
     if (!s)
         return -1;
     s->zone = z;
@@ -162,39 +177,59 @@ static int zone_grow(struct zone *z)
 /* ---- reclaim: aging and returning memory ---- */
 
 #define RECLAIM_BATCH 32
+/* Blocks of a huge slice smaller than this are not purged (they would
+ * split a huge page); how many such blocks one list walk steps over. */
+#define HUGE_ORDER (HUGE_PAGE_SHIFT - SK_PAGE_SHIFT)
+#define RECLAIM_SKIP 64
 
 /* Purge up to RECLAIM_BATCH of the oldest dirty blocks that are older than
- * `age_ms` (or any, while dirty pages exceed `keep`).  Called with the lock
- * held; drops it around the madvise calls.  Returns pages purged. */
+ * `age_ms` (or any, while dirty pages exceed `keep`).  In a huge-page slice
+ * only blocks of a whole huge page or more go (MADV_DONTNEED of part of a
+ * huge page would split it); smaller ones wait until their buddies free up
+ * and they merge.  Called with the lock held; drops it around the madvise
+ * calls.  The victims are chained through their own descriptors (off the
+ * lists, buddy.next is theirs), not held in a stack array: this runs on
+ * the free path, whose stack use is bounded (docs/slices.md).  Returns
+ * pages purged. */
 static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t age_ms, unsigned long keep)
 {
-    struct sk_page *victims[RECLAIM_BATCH];
+    struct sk_page *victims = NULL;
     unsigned n = 0;
     /* Largest blocks first: one madvise returns the most, and whole huge
      * pages go back whole. */
     for (int o = SK_MAX_ORDER; o >= 0 && n < RECLAIM_BATCH; o--) {
         struct page_list *l = &z->dirty[o];
-        while (l->tail && n < RECLAIM_BATCH) {
-            struct sk_page *pg = l->tail;
+        unsigned skipped = 0;
+        for (struct sk_page *pg = l->tail, *newer; pg && n < RECLAIM_BATCH; pg = newer) {
+            newer = pg->buddy.prev;
             bool old = now - pg->buddy.freed_at >= age_ms;
             if (!old && z->dirty_pages <= keep)
                 break;
+            if (o < HUGE_ORDER && page_slice(pg)->huge) {
+                if (++skipped > RECLAIM_SKIP)
+                    break;
+                continue;
+            }
             zone_remove(z, pg);
             pg->order = (uint8_t)o;
-            victims[n++] = pg;
+            pg->buddy.next = victims;
+            victims = pg;
+            n++;
         }
     }
     if (!n)
         return 0;
     lock_release(&z->lock);
     unsigned long pages = 0;
-    for (unsigned i = 0; i < n; i++) {
-        os_purge(page_address(victims[i]), SK_PAGE_SIZE << victims[i]->order);
-        pages += 1ul << victims[i]->order;
+    for (struct sk_page *pg = victims; pg; pg = pg->buddy.next) {
+        os_purge(page_address(pg), SK_PAGE_SIZE << pg->order);
+        pages += 1ul << pg->order;
     }
     lock_acquire(&z->lock);
-    for (unsigned i = 0; i < n; i++)
-        zone_free_block(z, victims[i], victims[i]->order, true, now);
+    for (struct sk_page *pg = victims, *next; pg; pg = next) {
+        next = pg->buddy.next;
+        zone_free_block(z, pg, pg->order, true, now);
+    }
     z->purged_pages += pages;
     return pages;
 }
@@ -235,7 +270,7 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order)
         if (pg) {
             zone_maybe_reclaim(z);
             lock_release(&z->lock);
-            pg->flags = PG_HEAD | (clean ? PG_ZEROED : 0);
+            pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
             pg->order = (uint8_t)order;
             pg->node = (uint8_t)z->node;
             return pg;
@@ -259,7 +294,7 @@ static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page *
             struct sk_page *pg = zone_take(z, order, &clean);
             if (!pg)
                 break;
-            pg->flags = PG_PCP | (clean ? PG_ZEROED : 0);
+            pg_set_flags(pg, PG_PCP | (clean ? PG_ZEROED : 0));
             pg->order = (uint8_t)order;
             out[got++] = pg;
         }
@@ -336,7 +371,7 @@ struct sk_page *page_alloc(unsigned order)
     if (order <= PCP_MAX_ORDER) {
         struct sk_page *pg = cpu_pop(page_pcp.lists[order]);
         if (likely(pg)) {
-            pg->flags = PG_HEAD | (pg->flags & PG_ZEROED);
+            pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }
         if (pcp_enabled) {
@@ -351,7 +386,7 @@ struct sk_page *page_alloc(unsigned order)
             unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch, n);
             if (pushed < n)
                 zone_free_bulk(zone_here(), batch + pushed, n - pushed, order);
-            pg->flags = PG_HEAD | (pg->flags & PG_ZEROED);
+            pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }
     }
@@ -362,7 +397,7 @@ void page_free(struct sk_page *pg, unsigned order)
 {
     struct zone *z = &page_zones[pg->node];
     if (order <= PCP_MAX_ORDER && pcp_enabled) {
-        pg->flags = PG_PCP;
+        pg_set_flags(pg, PG_PCP);
         pg->order = (uint8_t)order;
         if (likely(cpu_push(page_pcp.lists[order], pg) > 0))
             return;
@@ -423,7 +458,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), now);
         lock_release(&z->lock);
     }
-    pg->flags |= PG_LARGE;
+    pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
     pg->large.nr_pages = nr_pages;
     return pg;
 }
@@ -435,7 +470,7 @@ void page_free_exact(struct sk_page *pg)
     size_t idx = (size_t)(pg - first);
     size_t nr = pg->large.nr_pages;
     uint64_t now = os_now_ms_coarse();
-    pg->flags = 0;
+    pg_set_flags(pg, 0);
     lock_acquire(&z->lock);
     zone_free_range(z, first, idx, idx + nr, now);
     zone_maybe_reclaim(z);

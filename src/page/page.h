@@ -70,6 +70,18 @@ _Static_assert(sizeof(struct sk_page) == 64, "sk_page is one cache line");
 _Static_assert(__builtin_offsetof(struct sk_page, slab.freelist) % 16 == 0,
                "cmpxchg16b needs (freelist, counters) 16-byte aligned");
 
+/* Flags are read without the zone lock (the free fast path, page_find_head,
+ * a buddy's test while its owner hands it out): relaxed atomics, so each
+ * read sees one whole value. */
+static inline uint32_t pg_flags(const struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+}
+static inline void pg_set_flags(struct sk_page *pg, uint32_t f)
+{
+    __atomic_store_n(&pg->flags, f, __ATOMIC_RELAXED);
+}
+
 /* A free list of blocks of one order, newest first. */
 struct page_list {
     struct sk_page *head, *tail;

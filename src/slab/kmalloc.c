@@ -269,8 +269,8 @@ void *sk_aligned_alloc(size_t align, size_t size)
         errno = EINVAL;
         return NULL;
     }
-    if (align <= 16)
-        return sk_malloc(size);
+    if (align <= 16)      /* every class from 16 up is 16-aligned */
+        return sk_malloc(align > 8 && size < 16 ? 16 : size);
     slab_init();
     if (size <= KMALLOC_MAX_CACHE_SIZE && align <= SK_PAGE_SIZE) {
         /* A class whose stride is a multiple of align: every object of it
@@ -287,9 +287,8 @@ void *sk_aligned_alloc(size_t align, size_t size)
 
 size_t sk_trim(void)
 {
-    if (!slab_ready())
-        return 0;
-    for (struct slab_cache *c = slab_caches(); c; c = c->next)
-        slab_shrink(c);
-    return page_reclaim(0, true);
+    if (slab_ready())
+        for (struct slab_cache *c = slab_caches(); c; c = c->next)
+            slab_shrink(c);
+    return page_reclaim(0, true);    /* pages from sk_alloc_pages too */
 }

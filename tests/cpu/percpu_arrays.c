@@ -359,8 +359,6 @@ int main(int argc, char **argv)
          rseq_off ? ", GLIBC_TUNABLES turns rseq off" : "");
     if (rseq_off)
         ok(!cpu_use_rseq, "rseq off by tunable: the lock fallback is used");
-    if (sk_opt.rseq == 0)
-        ok(!cpu_use_rseq, "SLABKIT_OPTIONS=rseq=0: the lock fallback is used");
     if (argc > 2)
         for (int i = 2; i < argc; i++)
             run(atoi(argv[i]), ms);
