@@ -207,6 +207,17 @@ static void workload(void)
         else
             wl_freer(NULL);
     }
+    /* The malloc family too (this reference also links slabkit's malloc
+     * into the tool, so stdio's own buffers show in kmalloc-*). */
+    char *line = NULL;
+    for (int i = 0; i < 100; i++) {
+        char *n = realloc(line, 64 + (size_t)i * 40);
+        if (!n)
+            break;
+        line = n;
+        snprintf(line, 64, "line %d", i);
+    }
+    free(line);
     /* Half stays allocated, so the caches have something in them. */
 }
 

@@ -4,7 +4,8 @@
  *
  * 31 producers allocate from three sk_cache caches (24 bytes; 200 bytes
  * with a constructor; 1000 bytes SK_CACHE_HWALIGN) and from kmalloc
- * (sk_malloc, 24 bytes to 2 KiB, now and then up to 40 KiB), tag every
+ * (sk_malloc, and malloc except under TSan, 24 bytes to 2 KiB, now and
+ * then up to 40 KiB), tag every
  * object (owner, sequence number, kind and size, a canary over all of it,
  * a fill pattern) and pass it in batches through locked queues to 32
  * consumers, which check the tag, the pattern, the alignment and the
@@ -65,7 +66,7 @@ static sk_cache_t *caches[3];
 
 struct tag {
     uint32_t owner;          /* producer id + 1 */
-    uint32_t kind_size;      /* size << 4 | kind */
+    uint32_t kind_size;      /* size << 4 | 8 if from malloc | kind */
     uint64_t seq;
     uint64_t canary;         /* mix of the above and the address */
 };
@@ -301,9 +302,15 @@ static void *producer(void *arg)
         enum kind k = (enum kind)(r % K_NR);
         size_t size;
         void *p;
+        unsigned via_malloc = 0;
         if (k == K_KMALLOC) {
             size = kmalloc_size(r >> 8);
-            p = sk_malloc(size);
+#ifndef SK_TSAN
+            /* Half through the malloc family on top (also links it in, so
+             * thread creation and stdio allocate from slabkit too). */
+            via_malloc = (r >> 40) & 1;
+#endif
+            p = via_malloc ? malloc(size) : sk_malloc(size);
         } else {
             size = cache_sizes[k];
             p = sk_cache_alloc(caches[k]);
@@ -322,7 +329,7 @@ static void *producer(void *arg)
             error("constructed state lost", p, NULL);
         struct tag *t = p;
         t->owner = id + 1;
-        t->kind_size = (uint32_t)(size << 4 | k);
+        t->kind_size = (uint32_t)(size << 4 | via_malloc << 3 | k);
         t->seq = (uint64_t)seq;
         t->canary = canary_of(p, t);
         memset((char *)p + sizeof *t, (int)(seq & 0xff), fill_end(k, size) - sizeof *t);
@@ -344,7 +351,8 @@ static void *producer(void *arg)
 static void consume_one(void *p)
 {
     struct tag t = *(struct tag *)p;
-    enum kind k = (enum kind)(t.kind_size & 15);
+    enum kind k = (enum kind)(t.kind_size & 7);
+    unsigned via_malloc = t.kind_size & 8;
     size_t size = t.kind_size >> 4;
     if (t.owner == 0 || t.owner > NPROD || k >= K_NR || t.canary != canary_of(p, &t)) {
         error("tag corrupted", p, &t);
@@ -366,7 +374,9 @@ static void consume_one(void *p)
     ((struct tag *)p)->canary = ~t.canary;
     if (live_remove(p))
         error("object freed that was not live", p, &t);
-    if (k == K_KMALLOC)
+    if (k == K_KMALLOC && via_malloc)
+        free(p);
+    else if (k == K_KMALLOC)
         sk_free(p);
     else
         sk_cache_free(caches[k], p);
@@ -419,8 +429,16 @@ static void kcollect(const struct sk_cache_info *i, void *arg)
     }
 }
 
-static void *nothing(void *arg)
+/* Thread stacks small enough that glibc's stack cache (40 MiB) keeps all
+ * of them: then the warm-up below leaves glibc's per-thread allocations
+ * (the TLS vectors of cached stacks, from malloc) at the level of the run. */
+#define STACK_SIZE (512 * 1024)
+#define NTHREADS (NPROD + NCONS + 1)
+static pthread_barrier_t warm_barrier;
+
+static void *warm(void *arg)
 {
+    pthread_barrier_wait(&warm_barrier);
     return arg;
 }
 
@@ -467,22 +485,29 @@ int main(int argc, char **argv)
 
     /* Baseline of the kmalloc classes once thread creation has done its
      * own allocations. */
-    pthread_t th[NPROD + NCONS + 1];
-    pthread_create(&th[0], NULL, nothing, NULL);
-    pthread_join(th[0], NULL);
+    pthread_t th[NTHREADS];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, STACK_SIZE);
+    pthread_barrier_init(&warm_barrier, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++)
+        if (pthread_create(&th[i], &attr, warm, NULL))
+            BAIL("pthread_create");
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(th[i], NULL);
     sk_trim();
     sk_cache_foreach(kcollect, kbase);
 
     clock_gettime(CLOCK_MONOTONIC, &t_start);
     int nth = 0;
     for (int i = 0; i < NCONS; i++)
-        if (pthread_create(&th[nth++], NULL, consumer, (void *)(uintptr_t)i))
+        if (pthread_create(&th[nth++], &attr, consumer, (void *)(uintptr_t)i))
             BAIL("pthread_create");
     for (int i = 0; i < NPROD; i++)
-        if (pthread_create(&th[nth++], NULL, producer, (void *)(uintptr_t)i))
+        if (pthread_create(&th[nth++], &attr, producer, (void *)(uintptr_t)i))
             BAIL("pthread_create");
     pthread_t shr;
-    pthread_create(&shr, NULL, shrinker, NULL);
+    pthread_create(&shr, &attr, shrinker, NULL);
     for (int i = 0; i < nth; i++)
         pthread_join(th[i], NULL);
     __atomic_store_n(&shrinker_stop, 1, __ATOMIC_RELEASE);

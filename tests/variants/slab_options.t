@@ -1,0 +1,86 @@
+#!/bin/sh
+# slab_options.t — the slab tests again under the options that change the
+# slab layer's paths:
+#   - tests/slab/stress_cross_cpu with SLABKIT_OPTIONS=cpu_partial=0 (slabs
+#     that become partial go straight to the node list), with rseq off
+#     (GLIBC_TUNABLES=glibc.pthread.rseq=0: the per-CPU arrays' lock
+#     fallback; the test's own diagnostic must say so), and with both;
+#   - slab_reserved=64: kmalloc-64 and kmalloc-128 have exactly one object
+#     fewer per slab than by default (the header SLAB kept inside the slab
+#     before 2014), read from the slabinfo text of tests/slab/slabinfo_format
+#     and of tools/slabinfo; cache_api and slabinfo_format pass with it;
+#   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
+# One TAP line per run; a failing run shows the tail of its output.
+B=${SK_BUILD:-build}
+S=$B/tests/slab
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ]; then
+    echo "1..0 # SKIP slab tests not built"
+    exit 0
+fi
+echo "1..12"
+out=$(mktemp "${TMPDIR:-/tmp}/slab_options.XXXXXX") || exit 1
+trap 'rm -f "$out"' EXIT
+i=0
+
+# run DESCRIPTION [grep-pattern-that-must-appear] -- command...
+run() {
+    desc=$1
+    want=$2
+    shift 3
+    i=$((i + 1))
+    if "$@" >"$out" 2>&1; then
+        if [ -n "$want" ] && ! grep -q -- "$want" "$out"; then
+            echo "not ok $i - $desc (no '$want' in its output)"
+            tail -n 20 "$out" | sed 's/^/# /'
+        else
+            echo "ok $i - $desc"
+        fi
+    else
+        rc=$?
+        echo "not ok $i - $desc (exit $rc)"
+        grep -v '^ok ' "$out" | tail -n 20 | sed 's/^/# /'
+    fi
+}
+
+run "stress_cross_cpu with cpu_partial=0" "cpu_partial=0" -- \
+    env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
+run "stress_cross_cpu with rseq off (lock fallback)" "via the lock fallback" -- \
+    env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
+run "stress_cross_cpu with cpu_partial=0 and rseq off" "via the lock fallback" -- \
+    env SLABKIT_OPTIONS=cpu_partial=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
+
+# objperslab of a kmalloc class from the slabinfo text, with and without
+# slab_reserved=64.
+objs() { # class options reader
+    if [ "$3" = tool ]; then
+        [ -x "$B/tools/slabinfo" ] || return 1
+        SLABKIT_OPTIONS=$2 "$B/tools/slabinfo" --slabinfo | awk -v c="$1" '$1 == c { print $5 }'
+    else
+        SLABKIT_OPTIONS=$2 "$S/slabinfo_format" --objperslab "$1"
+    fi
+}
+for reader in test tool; do
+    for class in kmalloc-64 kmalloc-128; do
+        i=$((i + 1))
+        d=$(objs $class "" $reader)
+        r=$(objs $class slab_reserved=64 $reader)
+        if [ -n "$d" ] && [ -n "$r" ] && [ "$r" -eq $((d - 1)) ]; then
+            echo "ok $i - $class: $d objects per slab, $r with slab_reserved=64 ($reader)"
+        else
+            echo "not ok $i - $class: '$d' objects per slab, '$r' with slab_reserved=64, want one fewer ($reader)"
+        fi
+    done
+done
+
+run "cache_api with slab_reserved=64" "slab_reserved=64" -- \
+    env SLABKIT_OPTIONS=slab_reserved=64 "$S/cache_api"
+run "slabinfo_format with slab_reserved=64" "" -- \
+    env SLABKIT_OPTIONS=slab_reserved=64 "$S/slabinfo_format"
+
+i=$((i + 1))
+if SLABKIT_OPTIONS=slabinfo_at_exit=1 "$S/slabinfo_format" --objperslab kmalloc-64 2>&1 >/dev/null |
+        grep -q '^slabinfo - version: 2.1$'; then
+    echo "ok $i - slabinfo_at_exit=1 prints slabinfo to stderr at exit"
+else
+    echo "not ok $i - slabinfo_at_exit=1 prints slabinfo to stderr at exit"
+fi
