@@ -146,7 +146,7 @@ static void parent_hung(int sig)
 int main(void)
 {
     signal(SIGALRM, parent_hung);
-    alarm(120);
+    alarm(60);
 
     pthread_t t[HAMMERS];
     for (long i = 0; i < HAMMERS; i++)

@@ -1,0 +1,199 @@
+/*
+ * fork_stdio_race.c — the race from DESIGN.md ("Deadlocks after fork"):
+ * fork while other threads are inside malloc and inside stdio at the same
+ * moment.  An allocator that takes its locks in a pthread_atfork prepare
+ * handler deadlocks here: the handler runs before glibc's fork takes the
+ * stdio list lock, a thread in fflush(NULL) holds that list lock and waits
+ * for a FILE's lock, and the thread holding the FILE lock (in getline) waits
+ * in malloc for the allocator lock the forking thread holds.
+ *
+ * Threads: two in malloc/free; one in getline on a FILE with lines from a
+ * few bytes to 200 KiB (getline mallocs and reallocs under the FILE lock,
+ * through every class into the page allocator); one in fprintf +
+ * fflush(NULL); one opening and closing FILEs (malloc under the list lock).
+ * The main thread forks over and over; each child uses malloc and stdio
+ * (fopen, getline, fflush(NULL), exit's flush) and exits 0.
+ *
+ * A hang is a failure, never a stuck suite: each child has an alarm, and
+ * the parent's own alarm turns a deadlock in fork into a Bail out!.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#define FORKS 150
+#define LINES 60
+
+static volatile int stop;
+static char path[64];
+static FILE *sinks[4];          /* written to by the flusher */
+
+static void *mallocer(void *arg)
+{
+    unsigned r = (unsigned)(long)arg * 7 + 1;
+    void *keep[32] = { 0 };
+    while (!stop) {
+        r = r * 1103515245u + 12345u;
+        unsigned k = (r >> 8) % 32;
+        free(keep[k]);
+        size_t n = (r >> 16) % 8 == 0 ? 4096 + (r >> 4) % (256 * 1024) : 16 + (r >> 12) % 2000;
+        keep[k] = malloc(n);
+        if (keep[k])
+            memset(keep[k], 1, n < 64 ? n : 64);
+    }
+    for (int k = 0; k < 32; k++)
+        free(keep[k]);
+    return NULL;
+}
+
+static void *liner(void *arg)
+{
+    (void)arg;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return (void *)1;
+    while (!stop) {
+        char *line = NULL;
+        size_t cap = 0;
+        /* A fresh buffer each line: getline mallocs and grows it while it
+         * holds the FILE's lock. */
+        if (getline(&line, &cap, f) < 0)
+            rewind(f);
+        free(line);
+    }
+    fclose(f);
+    return NULL;
+}
+
+static void *flusher(void *arg)
+{
+    (void)arg;
+    unsigned i = 0;
+    while (!stop) {
+        fprintf(sinks[i % 4], "line %u of some text to keep a buffer dirty\n", i);
+        i++;
+        fflush(NULL);
+    }
+    return NULL;
+}
+
+static void *opener(void *arg)
+{
+    (void)arg;
+    while (!stop) {
+        FILE *f = fopen("/dev/null", "w");
+        if (f) {
+            fputs("x", f);
+            fclose(f);
+        }
+    }
+    return NULL;
+}
+
+static int child(void)
+{
+    alarm(10);
+    void *p = malloc(100), *q = malloc(300 * 1024);
+    if (!p || !q)
+        return 3;
+    memset(q, 7, 300 * 1024);
+    free(p);
+    free(q);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 4;
+    char *line = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < 3; i++)
+        if (getline(&line, &cap, f) < 0)
+            return 5;
+    free(line);
+    fclose(f);
+    fprintf(sinks[0], "from the child\n");
+    if (fflush(NULL) != 0)
+        return 6;
+    exit(0);    /* exit flushes every FILE again, under the list lock */
+}
+
+static void parent_hung(int sig)
+{
+    (void)sig;
+    static const char msg[] = "Bail out! the parent hung: fork deadlocked against stdio and malloc\n";
+    if (write(1, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(2);
+}
+
+int main(void)
+{
+    snprintf(path, sizeof path, "/tmp/slabkit-fork-stdio-%d", (int)getpid());
+    FILE *w = fopen(path, "w");
+    if (!w)
+        BAIL("cannot create %s", path);
+    for (int i = 0; i < LINES; i++) {
+        int len = i % 3 == 0 ? 200 * 1024 / (1 + i % 7) : 5 + i * 97;
+        for (int j = 0; j < len; j++)
+            fputc('a' + (i + j) % 26, w);
+        fputc('\n', w);
+    }
+    fclose(w);
+    for (int i = 0; i < 4; i++)
+        if (!(sinks[i] = fopen("/dev/null", "w")))
+            BAIL("cannot open /dev/null");
+
+    signal(SIGALRM, parent_hung);
+    alarm(60);
+
+    pthread_t t[5];
+    void *(*fn[5])(void *) = { mallocer, mallocer, liner, flusher, opener };
+    for (long i = 0; i < 5; i++)
+        if (pthread_create(&t[i], NULL, fn[i], (void *)i))
+            BAIL("pthread_create failed");
+    usleep(20000);
+
+    int fork_fail = 0, hung = 0, bad = 0;
+    for (int f = 0; f < FORKS; f++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            fork_fail++;
+            continue;
+        }
+        if (pid == 0) {
+            signal(SIGALRM, SIG_DFL);
+            _exit(child());
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+            hung++;
+        } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            if (bad++ < 3)
+                diag("child %d: %s %d", f, WIFEXITED(status) ? "exit" : "signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        }
+        if (f % 8 == 0)
+            usleep(500);  /* let the threads get back inside malloc/stdio */
+    }
+    stop = 1;
+    void *res = NULL;
+    int thread_bad = 0;
+    for (int i = 0; i < 5; i++) {
+        pthread_join(t[i], &res);
+        thread_bad |= res != NULL;
+    }
+    unlink(path);
+
+    ok(fork_fail == 0 && !thread_bad, "the parent forked %d times while threads were in malloc, getline and fflush(NULL)", FORKS);
+    ok(hung == 0, "no child deadlocked (%d hung)", hung);
+    ok(bad == 0, "every child used malloc, fopen, getline, fflush(NULL) and exit, and exited 0 (%d did not)", bad);
+    return done_testing();
+}
