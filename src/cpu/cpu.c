@@ -21,7 +21,7 @@ bool cpu_use_rseq;
 int cpu_nr_ids = 1;
 
 /* Before init every cache points at this: always empty, always full. */
-static struct cpu_array cpu_empty_array = { 0, 0, SPINLOCK_INIT, 0 };
+static struct cpu_array cpu_empty_array = { 0, 0, SPINLOCK_INIT, NULL };
 struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] = {
     [0 ... CPU_MAX_IDS - 1] = &cpu_empty_array
 };
@@ -73,8 +73,9 @@ void cpu_arrays_init_table(struct cpu_array **t, void *mem, unsigned cap)
     size_t one = array_stride(cap);
     for (int i = 0; i < cpu_nr_ids; i++) {
         struct cpu_array *a = (struct cpu_array *)((char *)mem + one * (size_t)i);
-        a->count = 0;
+        a->word = 0;
         a->cap = cap;
+        a->sentinel = NULL;
         t[i] = a;
     }
     t[cpu_nr_ids] = &cpu_empty_array;   /* the slot of threads without rseq */
@@ -132,11 +133,13 @@ static int push_locked(cpu_arrays_t tab, void *obj)
 {
     struct cpu_array *a = locked_array(tab);
     int r = 0;
-    if ((uint32_t)a->count < a->cap) {
-        if (a->count > 0 && a->objs[a->count - 1] == obj)
+    unsigned n = (unsigned)a->word & 0xffff;
+    if (n < a->cap) {
+        if ((&a->sentinel)[n] == obj)      /* objs[n - 1] */
             r = -1;
         else {
-            a->objs[a->count++] = obj;
+            a->objs[n] = obj;
+            a->word += CPU_OP_PUSH;
             r = 1;
         }
     }
@@ -156,14 +159,13 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movl (%%rax), %%ecx\n\t"
-        "cmpl 4(%%rax), %%ecx\n\t"
+        "movzwl (%%rax), %%ecx\n\t"
+        "cmpl 8(%%rax), %%ecx\n\t"
         "jae %l[full]\n\t"
-        "cmpq 8(%%rax, %%rcx, 8), %[obj]\n\t"
+        "cmpq 16(%%rax, %%rcx, 8), %[obj]\n\t"
         "je %l[dup]\n\t"
-        "movq %[obj], 16(%%rax, %%rcx, 8)\n\t"
-        "incl %%ecx\n\t"
-        "movl %%ecx, (%%rax)\n\t"
+        "movq %[obj], 24(%%rax, %%rcx, 8)\n\t"
+        "addq $0x10001, (%%rax)\n\t"
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         :
@@ -183,10 +185,12 @@ fallback:
 static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 {
     struct cpu_array *a = locked_array(tab);
-    unsigned n = a->count > 0 ? (unsigned)a->count : 0;
+    unsigned n = (unsigned)a->word & 0xffff;
+    if (n > CPU_ARRAY_COUNT)
+        n = 0;
     unsigned k = n < max ? n : max;
     memcpy(buf, &a->objs[n - k], k * sizeof(void *));
-    a->count = (int32_t)(n - k);
+    a->word -= k;
     spin_unlock(&a->lock);
     return k;
 }
@@ -194,10 +198,11 @@ static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 {
     struct cpu_array *a = locked_array(tab);
-    unsigned room = (uint32_t)a->count < a->cap ? a->cap - (uint32_t)a->count : 0;
+    unsigned cnt = (unsigned)a->word & 0xffff;
+    unsigned room = cnt < a->cap ? a->cap - cnt : 0;
     unsigned m = n < room ? n : room;
-    memcpy(&a->objs[a->count], buf, m * sizeof(void *));
-    a->count += (int32_t)m;
+    memcpy(&a->objs[cnt], buf, m * sizeof(void *));
+    a->word += m;
     spin_unlock(&a->lock);
     return m;
 }
@@ -219,17 +224,18 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movl (%%rax), %%ecx\n\t"              /* n */
-        "testl %%ecx, %%ecx\n\t"
-        "jle %l[empty]\n\t"
+        "movzwl (%%rax), %%ecx\n\t"            /* n */
+        "leal -1(%%rcx), %%r8d\n\t"
+        "cmpl $0x7ffe, %%r8d\n\t"              /* empty, or drained */
+        "ja %l[empty]\n\t"
         "movl %%ecx, %[k]\n\t"
         "cmpl %[max], %[k]\n\t"
         "jbe 5f\n\t"
         "movl %[max], %[k]\n\t"                /* k = min(n, max) */
         "5:\n\t"
         "movl %%ecx, %%r8d\n\t"
-        "subl %[k], %%r8d\n\t"                 /* new count n - k */
-        "leaq 16(%%rax, %%r8, 8), %%r10\n\t"   /* &objs[n - k] */
+        "subl %[k], %%r8d\n\t"                 /* n - k */
+        "leaq 24(%%rax, %%r8, 8), %%r10\n\t"   /* &objs[n - k] */
         "xorl %%r9d, %%r9d\n\t"
         "6:\n\t"
         "movq (%%r10, %%r9, 8), %%r11\n\t"
@@ -237,7 +243,8 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "incq %%r9\n\t"
         "cmpl %[k], %%r9d\n\t"
         "jb 6b\n\t"
-        "movl %%r8d, (%%rax)\n\t"              /* commit */
+        "movl %[k], %%r8d\n\t"
+        "subq %%r8, (%%rax)\n\t"               /* commit: count - k */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [k] "=&r"(k)
@@ -267,16 +274,16 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movl (%%rax), %%ecx\n\t"              /* count */
-        "movl 4(%%rax), %[m]\n\t"              /* cap */
+        "movzwl (%%rax), %%ecx\n\t"            /* count */
+        "movl 8(%%rax), %[m]\n\t"              /* cap */
         "cmpl %[m], %%ecx\n\t"
-        "jae %l[full]\n\t"
+        "jae %l[full]\n\t"                     /* full, or drained */
         "subl %%ecx, %[m]\n\t"                 /* room */
         "cmpl %[n], %[m]\n\t"
         "jbe 5f\n\t"
         "movl %[n], %[m]\n\t"                  /* m = min(room, n) */
         "5:\n\t"
-        "leaq 16(%%rax, %%rcx, 8), %%r10\n\t"  /* &objs[count] */
+        "leaq 24(%%rax, %%rcx, 8), %%r10\n\t"  /* &objs[count] */
         "xorl %%r9d, %%r9d\n\t"
         "6:\n\t"
         "movq (%[buf], %%r9, 8), %%r11\n\t"
@@ -284,8 +291,8 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "incq %%r9\n\t"
         "cmpl %[m], %%r9d\n\t"
         "jb 6b\n\t"
-        "addl %[m], %%ecx\n\t"
-        "movl %%ecx, (%%rax)\n\t"              /* commit */
+        "movl %[m], %%ecx\n\t"
+        "addq %%rcx, (%%rax)\n\t"              /* commit: count + m */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [m] "=&r"(m)
@@ -302,8 +309,12 @@ fallback:
 
 unsigned cpu_array_count(cpu_arrays_t tab, int cpu)
 {
-    int32_t c = __atomic_load_n(&tab[cpu]->count, __ATOMIC_RELAXED);
-    return c > 0 ? (unsigned)c : 0;
+    return cpu_array_len(tab[cpu]);
+}
+
+uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
+{
+    return __atomic_load_n(&tab[cpu]->word, __ATOMIC_RELAXED) >> 16;
 }
 
 /*
@@ -322,24 +333,25 @@ unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
     spin_lock(&a->lock);
     unsigned n, k;
     if (cpu_use_rseq) {
-        int32_t c;
+        uint64_t w;
         for (;;) {
-            __atomic_fetch_or((uint32_t *)&a->count, CPU_ARRAY_LOCKED, __ATOMIC_SEQ_CST);
+            __atomic_fetch_or(&a->word, (uint64_t)CPU_ARRAY_LOCKED, __ATOMIC_SEQ_CST);
             if (os_membarrier_rseq_cpu(cpu) != 0)
                 os_fatal("membarrier(PRIVATE_EXPEDITED_RSEQ, cpu %d) failed", cpu);
-            c = __atomic_load_n(&a->count, __ATOMIC_SEQ_CST);
-            if ((uint32_t)c & CPU_ARRAY_LOCKED)
+            w = __atomic_load_n(&a->word, __ATOMIC_SEQ_CST);
+            if (w & CPU_ARRAY_LOCKED)
                 break;
         }
-        n = (uint32_t)c & ~CPU_ARRAY_LOCKED;
+        n = (unsigned)w & CPU_ARRAY_COUNT;
         k = n < max ? n : max;
         memcpy(buf, &a->objs[n - k], k * sizeof(void *));
-        __atomic_store_n(&a->count, (int32_t)(n - k), __ATOMIC_RELEASE);
+        /* Keep ops; count - k; drop the lock bit. */
+        __atomic_store_n(&a->word, (w & ~(uint64_t)0xffff) | (n - k), __ATOMIC_RELEASE);
     } else {
-        n = a->count > 0 ? (unsigned)a->count : 0;
+        n = (unsigned)a->word & CPU_ARRAY_COUNT;
         k = n < max ? n : max;
         memcpy(buf, &a->objs[n - k], k * sizeof(void *));
-        a->count = (int32_t)(n - k);
+        a->word -= k;
     }
     spin_unlock(&a->lock);
     return k;

@@ -16,13 +16,18 @@
  * whose rseq failed in an rseq process reaches no array at all (every
  * operation reports empty/full and callers use the slabs directly).
  *
- * Array layout (struct cpu_array): count, cap, lock, objs[cap].
- * Invariants:
- *   0 <= count <= cap, objs[0..count) are the cached pointers;
- *   count has bit 31 set while a remote drain owns the array: every rseq
- *   operation then sees "empty" (count <= 0 signed) and "full" (count >= cap
- *   unsigned) and takes its slow path, so the drainer may touch the array.
- *   lock: taken by every fallback operation and by drainers (in both modes).
+ * Array layout (struct cpu_array): word, cap, lock, a zero sentinel, then
+ * objs[cap].  word = ops << 16 | count:
+ *   count (bits 0-14): 0 <= count <= cap, objs[0..count) are the pointers;
+ *   bit 15 (CPU_ARRAY_LOCKED) is set while a remote drain owns the array:
+ *     every rseq operation then sees "empty" and "full" and takes its slow
+ *     path, so the drainer may touch the array;
+ *   ops (bits 16-63): single pops and pushes done on this array.  Each
+ *     single operation commits with one `add` to word that moves count and
+ *     bumps ops together, so exact fast-path statistics cost nothing;
+ *     batch moves change count only.
+ *   lock: taken by every fallback operation and by drainers (both modes).
+ *   sentinel: objs[-1], read by the double-free check when count is 0.
  */
 #ifndef SK_CPU_H
 #define SK_CPU_H
@@ -35,15 +40,24 @@
 #include "os/os.h"
 
 #define CPU_MAX_IDS 4096          /* static pre-init table; more CPUs: fatal */
-#define CPU_ARRAY_LOCKED 0x80000000u
+#define CPU_ARRAY_LOCKED 0x8000u
+#define CPU_ARRAY_COUNT 0x7fffu
+#define CPU_ARRAY_MAX 4096        /* largest capacity */
+#define CPU_OP_POP  0xffffull     /* one pop: count - 1, ops + 1 */
+#define CPU_OP_PUSH 0x10001ull    /* one push: count + 1, ops + 1 */
 
 struct cpu_array {
-    int32_t count;                /* offset 0: see invariants above */
-    uint32_t cap;                 /* offset 4 */
-    spinlock_t lock;              /* offset 8: fallback and drainers */
-    uint32_t unused;              /* offset 12: keeps objs at 16; never a valid pointer */
-    void *objs[];                 /* offset 16 */
+    uint64_t word;                /* offset 0: ops << 16 | count, see above */
+    uint32_t cap;                 /* offset 8 */
+    spinlock_t lock;              /* offset 12: fallback and drainers */
+    void *sentinel;               /* offset 16: objs[-1], always NULL */
+    void *objs[];                 /* offset 24 */
 };
+
+static inline unsigned cpu_array_len(const struct cpu_array *a)
+{
+    return (unsigned)(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & CPU_ARRAY_COUNT);
+}
 
 /* A per-CPU array set: tab[cpu] is that CPU's array. */
 typedef struct cpu_array *const *cpu_arrays_t;
@@ -89,6 +103,8 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n);
 unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max);
 /* Objects cached by CPU `cpu` now (a snapshot). */
 unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
+/* Single pops + pushes ever done on CPU `cpu`'s array. */
+uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu);
 
 /* The fallback slot of this thread: -1 until first asked; in an rseq
  * process a thread without rseq gets slot cpu_nr_ids, whose array is a
@@ -147,17 +163,17 @@ static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"  /* this CPU's array */
-        "movl (%%rax), %%ecx\n\t"             /* count */
-        "testl %%ecx, %%ecx\n\t"
-        "jle %l[empty]\n\t"
-        "movq 8(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count - 1] */
-        "decl %%ecx\n\t"
-        "movl %%ecx, (%%rax)\n\t"             /* commit */
+        "movzwl (%%rax), %%ecx\n\t"           /* count (| LOCKED) */
+        "leal -1(%%rcx), %%edx\n\t"
+        "cmpl $0x7ffe, %%edx\n\t"             /* empty, or a drain owns it */
+        "ja %l[empty]\n\t"
+        "movq 16(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count - 1] */
+        "addq $0xffff, (%%rax)\n\t"           /* commit: count - 1, ops + 1 */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [obj] "=&r"(o)
         : [off] "r"(__rseq_offset), [tab] "r"(tab)
-        : "rax", "rcx", "memory", "cc"
+        : "rax", "rcx", "rdx", "memory", "cc"
         : empty, fallback);
     *obj = o;
     return true;
@@ -169,11 +185,12 @@ fallback:
         struct cpu_array *a = cpu_lock_slot(tab);
         if (unlikely(!a))
             return false;
-        int32_t n = a->count;
-        bool got = n > 0;
+        uint64_t w = a->word;
+        unsigned n = (unsigned)w & 0xffff;
+        bool got = n - 1 < CPU_ARRAY_COUNT;
         if (likely(got)) {
             *obj = a->objs[n - 1];
-            a->count = n - 1;
+            a->word = w + CPU_OP_POP;
         }
         spin_unlock(&a->lock);
         return got;
@@ -195,14 +212,13 @@ static inline bool cpu_push_fast(cpu_arrays_t tab, void *obj)
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
         "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movl (%%rax), %%ecx\n\t"
-        "cmpl 4(%%rax), %%ecx\n\t"            /* count >= cap (unsigned) */
+        "movzwl (%%rax), %%ecx\n\t"
+        "cmpl 8(%%rax), %%ecx\n\t"            /* full, or a drain owns it */
         "jae %l[slow]\n\t"
-        "cmpq 8(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] (or the lock word) */
+        "cmpq 16(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] (or the sentinel) */
         "je %l[slow]\n\t"
-        "movq %[obj], 16(%%rax, %%rcx, 8)\n\t"
-        "incl %%ecx\n\t"
-        "movl %%ecx, (%%rax)\n\t"             /* commit */
+        "movq %[obj], 24(%%rax, %%rcx, 8)\n\t"
+        "addq $0x10001, (%%rax)\n\t"          /* commit: count + 1, ops + 1 */
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         :
@@ -218,11 +234,12 @@ fallback:
         struct cpu_array *a = cpu_lock_slot(tab);
         if (unlikely(!a))
             return false;
-        uint32_t n = (uint32_t)a->count;
-        bool ok = n < a->cap && (n == 0 || a->objs[n - 1] != obj);
+        uint64_t w = a->word;
+        unsigned n = (unsigned)w & 0xffff;
+        bool ok = n < a->cap && (&a->sentinel)[n] != obj;   /* objs[n - 1] */
         if (likely(ok)) {
             a->objs[n] = obj;
-            a->count = (int32_t)n + 1;
+            a->word = w + CPU_OP_PUSH;
         }
         spin_unlock(&a->lock);
         return ok;

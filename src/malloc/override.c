@@ -202,7 +202,7 @@ static void reset_arrays(cpu_arrays_t tab)
         struct cpu_array *a = tab[cpu];
         a->lock.v = 0;
         /* A drain caught mid-way still had every object in the array. */
-        a->count = (int32_t)((uint32_t)a->count & ~CPU_ARRAY_LOCKED);
+        a->word &= ~(uint64_t)CPU_ARRAY_LOCKED;
     }
 }
 

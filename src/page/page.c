@@ -382,10 +382,19 @@ struct sk_page *page_alloc(unsigned order)
                 errno = ENOMEM;
                 return NULL;
             }
-            pg = batch[--n];
-            unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch, n);
+            /* Hand out the first block and stack the rest so that the
+             * next pops go up in address order, as the kernel's
+             * rmqueue_bulk does: streaming writers touch ascending pages. */
+            pg = batch[0];
+            n--;
+            for (unsigned i = 0; i < n / 2; i++) {
+                struct sk_page *t = batch[1 + i];
+                batch[1 + i] = batch[n - i];
+                batch[n - i] = t;
+            }
+            unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch + 1, n);
             if (pushed < n)
-                zone_free_bulk(zone_here(), batch + pushed, n - pushed, order);
+                zone_free_bulk(zone_here(), batch + 1 + pushed, n - pushed, order);
             pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }

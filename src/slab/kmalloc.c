@@ -104,7 +104,7 @@ static __attribute__((noreturn)) void bad_pointer(const void *p, const char *cal
 {
     struct vm_slice *s = vm_slice_of(p);
     if (!s)
-        slab_bad_free("invalid pointer", call, p, NULL, NULL), __builtin_unreachable();
+        os_fatal("invalid pointer: %s(%p) is not slabkit's", call, p);
     if (s->kind == VM_SLICE_DIRECT)
         os_fatal("interior pointer: %s(%p) in a %zu-byte mapping at %p", call, p, s->size, (void *)s->base);
     struct sk_page *pg = page_of_slice(s, p);

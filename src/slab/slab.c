@@ -64,6 +64,9 @@ static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsign
     __atomic_fetch_add(&c->cpu[cpu_current()].stat[item], v, __ATOMIC_RELAXED);
 }
 #define stat(c, item) stat_add(c, item, 1)
+/* The books the fast-path counters are derived from. */
+#define book(c, field, v) \
+    __atomic_fetch_add(&(c)->cpu[cpu_current()].field, (unsigned long)(v), __ATOMIC_RELAXED)
 
 /* ---- the (freelist, counters) pair ---- */
 
@@ -391,15 +394,17 @@ static void flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
+    stat(c, SK_ALLOC_SLOWPATH);
     /* The fast path may have failed only for want of a fallback slot. */
     void *first = cpu_pop_locked(c->arrays);
-    if (first)
+    if (first) {
+        book(c, slow_pops, 1);
         return first;
+    }
     void *buf[SLAB_BATCH_MAX];
     unsigned want = c->batch, n = 0;
     struct slab_cpu *sc = &c->cpu[cpu_current()];
     lock_acquire(&sc->lock);
-    sc->stat[SK_ALLOC_SLOWPATH]++;
     while (n < want) {
         if (sc->freelist) {
             struct sk_page *pg = sc->slab;
@@ -453,6 +458,7 @@ void *slab_alloc_slow(struct slab_cache *c)
             buf[n - 1 - i] = t;
         }
         unsigned pushed = cpu_push_batch(c->arrays, buf + 1, m);
+        book(c, batch_in, pushed);
         if (pushed < m)
             flush_to_slabs(c, buf + 1 + pushed, m - pushed);
     }
@@ -463,25 +469,26 @@ void *slab_alloc_slow(struct slab_cache *c)
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
+    stat(c, SK_FREE_SLOWPATH);
     int r = cpu_push_locked(c->arrays, obj);
-    if (r > 0)
+    if (r > 0) {
+        book(c, slow_pushes, 1);
         return;
+    }
     if (r < 0)
         slab_bad_free("double free", "free", obj, c, NULL);
     void *buf[SLAB_BATCH_MAX + 1];
     unsigned n = cpu_pop_batch(c->arrays, buf, c->batch);
+    book(c, batch_out, n);
     for (unsigned i = 0; i < n; i++)
         if (unlikely(buf[i] == obj))
             slab_bad_free("double free", "free", obj, c, NULL);
-    r = cpu_push(c->arrays, obj);
-    if (r < 0)
-        slab_bad_free("double free", "free", obj, c, NULL);
-    if (r == 0)
+    if (cpu_push_batch(c->arrays, &obj, 1) == 1)
+        book(c, batch_in, 1);
+    else
         buf[n++] = obj;
     if (n) {
-        struct slab_cpu *sc = &c->cpu[cpu_current()];
-        __atomic_fetch_add(&sc->stat[SK_FREE_SLOWPATH], 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&sc->stat[SK_ARRAY_FLUSH], 1, __ATOMIC_RELAXED);
+        stat(c, SK_ARRAY_FLUSH);
         flush_to_slabs(c, buf, n);
     }
 }
@@ -536,6 +543,7 @@ int slab_shrink(struct slab_cache *c)
         unsigned n;
         while ((n = cpu_drain_remote(c->arrays, cpu, buf, SLAB_BATCH_MAX))) {
             stat(c, SK_REMOTE_DRAIN);
+            book(c, batch_out, n);
             flush_to_slabs(c, buf, n);
         }
     }
@@ -591,13 +599,23 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     info->cpu_partial = c->cpu_partial;
     info->array_capacity = c->array_cap;
     unsigned long free_objs = 0, empty_slabs = 0;
+    uint64_t ops = 0, in = 0, out = 0, slow_pops = 0, slow_pushes = 0;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         info->array_objs += cpu_array_count(c->arrays, cpu);
+        ops += cpu_array_ops(c->arrays, cpu);
+        in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
+        out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
+        slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
+        slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
         lock_acquire(&sc->lock);
-        if (sc->slab)
+        if (sc->slab) {
+            /* Its private freelist, and what others freed into it since. */
+            union slab_counters cnt = { .v = slab_counters(sc->slab) };
+            free_objs += (unsigned long)cnt.objects - cnt.inuse;
             for (void *o = sc->freelist; o; o = get_fp(c, o))
                 free_objs++;
+        }
         for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };
             free_objs += (unsigned long)cnt.objects - cnt.inuse;
@@ -623,5 +641,12 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     }
     free_objs += info->array_objs;
     info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
+    /* Fast paths count nothing themselves: every single pop or push bumps
+     * its array's ops in the same commit that moves count (src/cpu).  With
+     * pushes - pops = objects in arrays - batch in + batch out, and
+     * pushes + pops = ops, both follow (exact when quiescent). */
+    uint64_t pushes = (ops + info->array_objs + out - in) / 2, pops = ops - pushes;
+    info->stat[SK_ALLOC_FASTPATH] = pops - slow_pops;
+    info->stat[SK_FREE_FASTPATH] = pushes - slow_pushes;
     info->active_slabs = info->num_slabs - empty_slabs;
 }

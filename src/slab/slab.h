@@ -44,6 +44,10 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
     struct sk_page *partial;      /* frozen partial slabs, via slab.next */
     unsigned partial_slabs;
     unsigned long stat[SK_STAT_NR];
+    /* For the fast-path counters (derived, see slab_cache_info): objects
+     * moved into / out of arrays in batches, and single pops / pushes
+     * made by the slow paths. */
+    unsigned long batch_in, batch_out, slow_pops, slow_pushes;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct slab_node {

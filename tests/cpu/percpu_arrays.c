@@ -290,7 +290,7 @@ static void run(int nthreads, long ms)
     long foreign = 0, in_arrays = 0;
     void *buf[CAP];
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        if ((uint32_t)tab[cpu]->count > CAP)
+        if ((tab[cpu]->word & 0xffff) > CAP)
             error("an array's count is past its capacity or still locked", tab[cpu]);
         unsigned n;
         while ((n = cpu_drain_remote(tab, cpu, buf, CAP)) != 0)
@@ -332,7 +332,7 @@ static void run(int nthreads, long ms)
     int clear = 1;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         counts += cpu_array_count(tab, cpu);
-        if (tab[cpu]->count != 0 || spin_is_locked(&tab[cpu]->lock))
+        if (cpu_array_len(tab[cpu]) != 0 || (tab[cpu]->word & CPU_ARRAY_LOCKED) || spin_is_locked(&tab[cpu]->lock))
             clear = 0;
     }
     ok(clear && counts == 0, "%d threads: drained arrays are empty and unlocked", nthreads);

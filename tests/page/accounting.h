@@ -99,7 +99,7 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
     acct_printed = 0;       /* (stale heads are shown twice per process, not per call) */
     acct_nslices = 0;
     for (struct vm_slice *s = vm_slices(); s; s = s->next)
-        if (s->zone && s->kind == VM_SLICE_BASE) {
+        if (s->zone && (s->kind == VM_SLICE_BASE || s->kind == VM_SLICE_HUGE)) {
             if (acct_nslices == ACCT_MAX_SLICES)
                 BAIL("more than %d slices", ACCT_MAX_SLICES);
             memset(acct_marks[acct_nslices], 0, SLICE_PAGES);
@@ -126,7 +126,7 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
             continue;
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct cpu_array *a = tab[cpu];
-            for (int32_t i = 0; i < a->count; i++) {
+            for (int32_t i = 0; i < (int32_t)cpu_array_len(a); i++) {
                 struct sk_page *pg = a->objs[i];
                 r->pcp_pages += 1ul << o;
                 if (!(pg->flags & PG_PCP) || pg->order != o) {
