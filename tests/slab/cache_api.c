@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -389,6 +390,8 @@ static struct child_out run_child(void (*fn)(void))
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
+        struct rlimit no_core = { 0, 0 };
+        setrlimit(RLIMIT_CORE, &no_core);     /* the abort is expected: no core file */
         dup2(pfd[1], 2);
         close(pfd[0]);
         fn();
