@@ -28,7 +28,7 @@
  * (GLIBC_TUNABLES=glibc.pthread.rseq=0) and both; mutex_spin.t with
  * mutex_spin=0/1.  Usage: stress_cross_cpu [objects per producer]
  *
- * TSAN: yes  (smaller: 4 producers, 4 consumers)
+ * TSAN: yes  (smaller: 8 producers, 8 consumers, 10000 objects each)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -45,9 +45,9 @@
 #include "tap.h"
 
 #ifdef SK_TSAN
-#define NPROD 4
-#define NCONS 4
-#define PER_PRODUCER 3000
+#define NPROD 8
+#define NCONS 8
+#define PER_PRODUCER 10000
 #else
 #define NPROD 31
 #define NCONS 32
