@@ -104,7 +104,7 @@ static void add_partial(struct slab_node *n, struct sk_page *pg)
     pg->slab.next = n->partial;
     if (n->partial)
         n->partial->slab.prev = pg;
-    n->partial = pg;
+    __atomic_store_n(&n->partial, pg, __ATOMIC_RELAXED);   /* peeked unlocked */
     pg->list_gen = n->gen;
     n->nr_partial++;
 }
@@ -116,7 +116,7 @@ static void remove_partial(struct slab_node *n, struct sk_page *pg)
     if (pg->slab.prev)
         pg->slab.prev->slab.next = pg->slab.next;
     else
-        n->partial = pg->slab.next;
+        __atomic_store_n(&n->partial, pg->slab.next, __ATOMIC_RELAXED);
     if (pg->slab.next)
         pg->slab.next->slab.prev = pg->slab.prev;
     pg->list_gen = 0;
@@ -250,11 +250,13 @@ static struct sk_page *get_node_partial(struct slab_cache *c, struct slab_cpu *s
     return got;
 }
 
-/* Move a CPU partial list to the node list: one list_lock acquisition. */
-static void unfreeze_partials(struct slab_cache *c, struct sk_page *list)
+/* Move a CPU partial list to the node list: one list_lock acquisition.
+ * Returns the number of empty slabs given back. */
+static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
 {
+    int freed = 0;
     if (!list)
-        return;
+        return 0;
     struct slab_node *n = &c->node[0];
     struct sk_page *discard = NULL;
     lock_acquire(&n->list_lock);
@@ -283,7 +285,9 @@ static void unfreeze_partials(struct slab_cache *c, struct sk_page *list)
         struct sk_page *pg = discard;
         discard = pg->slab.next;
         discard_slab(c, pg);
+        freed++;
     }
+    return freed;
 }
 
 /* A slab that just became partial joins this CPU's partial list. */
@@ -309,7 +313,7 @@ static void put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
  * Give a chain head..tail of cnt objects back to slab pg (SLUB's
  * __slab_free): lock-free unless the slab's list membership changes.
  */
-static void slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
+static int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
 {
     struct slab_node *n = &c->node[pg->node];
     bool locked = false, was_frozen;
@@ -341,24 +345,25 @@ static void slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head
     if (!locked) {
         if (new.frozen && !was_frozen)
             put_cpu_partial(c, pg);
-        return;
+        return 0;
     }
     if (was_frozen) {
         lock_release(&n->list_lock);
-        return;
+        return 0;
     }
     if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
         if (prior)
             remove_partial(n, pg);
         lock_release(&n->list_lock);
         discard_slab(c, pg);
-        return;
+        return 1;
     }
     if (!prior) {
         add_partial(n, pg);
         stat(c, SK_NODE_PARTIAL_FREE);
     }
     lock_release(&n->list_lock);
+    return 0;
 }
 
 void slab_free_to_slab(struct slab_cache *c, struct sk_page *pg, void *obj)
@@ -366,9 +371,11 @@ void slab_free_to_slab(struct slab_cache *c, struct sk_page *pg, void *obj)
     slab_free_chain(c, slab_head(pg), obj, obj, 1);
 }
 
-/* Return objects to their slabs, one cmpxchg per run of the same slab. */
-static void flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
+/* Return objects to their slabs, one cmpxchg per run of the same slab.
+ * Returns the number of slabs that went back to the page allocator. */
+static int flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
 {
+    int freed = 0;
     unsigned i = 0;
     while (i < n) {
         void *head = objs[i];
@@ -386,8 +393,9 @@ static void flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
             tail = o;
             cnt++;
         }
-        slab_free_chain(c, pg, head, tail, cnt);
+        freed += slab_free_chain(c, pg, head, tail, cnt);
     }
+    return freed;
 }
 
 /* ---- refill (alloc slow path) ---- */
@@ -495,12 +503,13 @@ void slab_free_slow(struct slab_cache *c, void *obj)
 
 /* ---- shrink ---- */
 
-/* Give a CPU slab and its private freelist back (slab_cpu lock held). */
-static void deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
+/* Give a CPU slab and its private freelist back (slab_cpu lock held).
+ * Returns 1 when the slab was empty and went back to the page allocator. */
+static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
 {
     struct sk_page *pg = sc->slab;
     if (!pg)
-        return;
+        return 0;
     void *head = sc->freelist, *tail = NULL;
     unsigned cnt = 0;
     for (void *o = head; o; o = get_fp_checked(c, pg, o)) {
@@ -531,31 +540,33 @@ static void deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
     lock_release(&n->list_lock);
     if (discard)
         discard_slab(c, pg);
+    return discard;
 }
 
+/* Objects drained from arrays are freed to their slabs; slabs this frees
+ * are counted by free_slab, not by the return value (other threads free
+ * too): shrink reports the slabs it gave back itself. */
 int slab_shrink(struct slab_cache *c)
 {
     void *buf[SLAB_BATCH_MAX];
-    unsigned long freed_before = 0;
-    for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
-        freed_before += c->cpu[cpu].stat[SK_FREE_SLAB];
+    int freed = 0;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         unsigned n;
         while ((n = cpu_drain_remote(c->arrays, cpu, buf, SLAB_BATCH_MAX))) {
             stat(c, SK_REMOTE_DRAIN);
             book(c, batch_out, n);
-            flush_to_slabs(c, buf, n);
+            freed += flush_to_slabs(c, buf, n);
         }
     }
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         lock_acquire(&sc->lock);
-        deactivate_cpu_slab(c, sc);
+        freed += deactivate_cpu_slab(c, sc);
         struct sk_page *list = sc->partial;
         sc->partial = NULL;
         sc->partial_slabs = 0;
         lock_release(&sc->lock);
-        unfreeze_partials(c, list);
+        freed += unfreeze_partials(c, list);
     }
     /* Empty slabs kept for min_partial go too. */
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
@@ -576,12 +587,10 @@ int slab_shrink(struct slab_cache *c)
             struct sk_page *pg = discard;
             discard = pg->slab.next;
             discard_slab(c, pg);
+            freed++;
         }
     }
-    unsigned long freed_after = 0;
-    for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
-        freed_after += c->cpu[cpu].stat[SK_FREE_SLAB];
-    return (int)(freed_after - freed_before);
+    return freed;
 }
 
 /* ---- statistics snapshot ---- */
