@@ -15,13 +15,45 @@
  */
 #include "bench.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 static int nthreads = 2;
 static long iterations = 1000, writes = 100000;
 static size_t objsize = 8;
 static pthread_barrier_t start;
+static void **seed; /* seed[i]: worker i's object, allocated by main */
 static volatile int corrupt;
+
+/*
+ * Where each thread's live object is, by cache line, one padded slot per
+ * thread: after each malloc a thread looks for another thread's live
+ * object on one of its own lines.  The count is the false sharing the
+ * allocator set up, whatever the machine's caches make of it (on a
+ * shared, noisy machine the timing alone may not show it).
+ */
+struct line_slot { _Atomic uintptr_t first, last; char pad[48]; };
+static struct line_slot *lines;
+static _Atomic long shared_iterations;
+
+static void publish(int self, const void *p)
+{
+    uintptr_t first = p ? (uintptr_t)p >> 6 : 0, last = p ? ((uintptr_t)p + objsize - 1) >> 6 : 0;
+    atomic_store_explicit(&lines[self].first, first, memory_order_relaxed);
+    atomic_store_explicit(&lines[self].last, last, memory_order_relaxed);
+    if (!p)
+        return;
+    for (int t = 0; t < nthreads; t++) {
+        if (t == self)
+            continue;
+        uintptr_t f = atomic_load_explicit(&lines[t].first, memory_order_relaxed);
+        uintptr_t l = atomic_load_explicit(&lines[t].last, memory_order_relaxed);
+        if (f && f <= last && first <= l) {
+            atomic_fetch_add_explicit(&shared_iterations, 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
 
 static void scribble(volatile unsigned char *p)
 {
@@ -41,15 +73,18 @@ static void scribble(volatile unsigned char *p)
 
 static void *worker(void *arg)
 {
+    int self = (int)(intptr_t)arg;
     pthread_barrier_wait(&start);
-    free(arg); /* the main thread's object: where does it go next? */
+    free(seed[self]); /* the main thread's object: where does it go next? */
     for (long i = 0; i < iterations && !corrupt; i++) {
         volatile unsigned char *p = malloc(objsize);
         if (!p) {
             fprintf(stderr, "cache_scratch: malloc(%zu) failed\n", objsize);
             exit(3);
         }
+        publish(self, (const void *)p);
         scribble(p);
+        publish(self, NULL);
         free((void *)p);
     }
     return NULL;
@@ -73,16 +108,18 @@ int main(int argc, char **argv)
         return 1;
     uint64_t t0 = bench_now_ns();
     pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
-    void **seed = calloc((size_t)nthreads, sizeof *seed);
-    if (!tid || !seed)
+    seed = calloc((size_t)nthreads, sizeof *seed);
+    lines = aligned_alloc(64, (size_t)nthreads * sizeof *lines);
+    if (!tid || !seed || !lines)
         return 3;
+    memset(lines, 0, (size_t)nthreads * sizeof *lines);
     /* Allocated back to back by one thread: neighbours in most allocators. */
     for (int i = 0; i < nthreads; i++)
         if (!(seed[i] = malloc(objsize)))
             return 3;
     pthread_barrier_init(&start, NULL, (unsigned)nthreads);
     for (int i = 0; i < nthreads; i++)
-        if (pthread_create(&tid[i], NULL, worker, seed[i])) {
+        if (pthread_create(&tid[i], NULL, worker, (void *)(intptr_t)i)) {
             fprintf(stderr, "cache_scratch: pthread_create failed\n");
             return 3;
         }
@@ -91,8 +128,10 @@ int main(int argc, char **argv)
     pthread_barrier_destroy(&start);
     free(seed);
     free(tid);
+    free(lines);
     double s = (double)(bench_now_ns() - t0) / 1e9;
-    printf("cache_scratch: threads=%d iterations=%ld writes=%ld size=%zu: %.3f s\n",
-           nthreads, iterations, writes, objsize, s);
+    printf("cache_scratch: threads=%d iterations=%ld writes=%ld size=%zu: %.3f s, "
+           "shared_lines=%ld of %ld objects\n", nthreads, iterations, writes, objsize, s,
+           atomic_load(&shared_iterations), (long)nthreads * iterations);
     return corrupt ? 2 : 0;
 }

@@ -14,6 +14,7 @@
  */
 #include "bench.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 static int nthreads = 2;
@@ -22,9 +23,39 @@ static size_t objsize = 8;
 static pthread_barrier_t start;
 static volatile int corrupt;
 
+/*
+ * Where each thread's live object is, by cache line, one padded slot per
+ * thread: after each malloc a thread looks for another thread's live
+ * object on one of its own lines.  The count is the false sharing the
+ * allocator set up, whatever the machine's caches make of it (on a
+ * shared, noisy machine the timing alone may not show it).
+ */
+struct line_slot { _Atomic uintptr_t first, last; char pad[48]; };
+static struct line_slot *lines;
+static _Atomic long shared_iterations;
+
+static void publish(int self, const void *p)
+{
+    uintptr_t first = p ? (uintptr_t)p >> 6 : 0, last = p ? ((uintptr_t)p + objsize - 1) >> 6 : 0;
+    atomic_store_explicit(&lines[self].first, first, memory_order_relaxed);
+    atomic_store_explicit(&lines[self].last, last, memory_order_relaxed);
+    if (!p)
+        return;
+    for (int t = 0; t < nthreads; t++) {
+        if (t == self)
+            continue;
+        uintptr_t f = atomic_load_explicit(&lines[t].first, memory_order_relaxed);
+        uintptr_t l = atomic_load_explicit(&lines[t].last, memory_order_relaxed);
+        if (f && f <= last && first <= l) {
+            atomic_fetch_add_explicit(&shared_iterations, 1, memory_order_relaxed);
+            return;
+        }
+    }
+}
+
 static void *worker(void *arg)
 {
-    (void)arg;
+    int self = (int)(intptr_t)arg;
     pthread_barrier_wait(&start);
     for (long i = 0; i < iterations && !corrupt; i++) {
         volatile unsigned char *p = malloc(objsize);
@@ -32,6 +63,7 @@ static void *worker(void *arg)
             fprintf(stderr, "cache_thrash: malloc(%zu) failed\n", objsize);
             exit(3);
         }
+        publish(self, (const void *)p);
         for (size_t k = 0; k < objsize; k++)
             p[k] = 0;
         for (long r = 0; r < writes; r++)
@@ -44,6 +76,7 @@ static void *worker(void *arg)
                 corrupt = 1;
                 break;
             }
+        publish(self, NULL);
         free((void *)p);
     }
     return NULL;
@@ -67,11 +100,13 @@ int main(int argc, char **argv)
         return 1;
     uint64_t t0 = bench_now_ns();
     pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
-    if (!tid)
+    lines = aligned_alloc(64, (size_t)nthreads * sizeof *lines);
+    if (!tid || !lines)
         return 3;
+    memset(lines, 0, (size_t)nthreads * sizeof *lines);
     pthread_barrier_init(&start, NULL, (unsigned)nthreads);
     for (int i = 0; i < nthreads; i++)
-        if (pthread_create(&tid[i], NULL, worker, NULL)) {
+        if (pthread_create(&tid[i], NULL, worker, (void *)(intptr_t)i)) {
             fprintf(stderr, "cache_thrash: pthread_create failed\n");
             return 3;
         }
@@ -79,8 +114,10 @@ int main(int argc, char **argv)
         pthread_join(tid[i], NULL);
     pthread_barrier_destroy(&start);
     free(tid);
+    free(lines);
     double s = (double)(bench_now_ns() - t0) / 1e9;
-    printf("cache_thrash: threads=%d iterations=%ld writes=%ld size=%zu: %.3f s\n",
-           nthreads, iterations, writes, objsize, s);
+    printf("cache_thrash: threads=%d iterations=%ld writes=%ld size=%zu: %.3f s, "
+           "shared_lines=%ld of %ld objects\n", nthreads, iterations, writes, objsize, s,
+           atomic_load(&shared_iterations), (long)nthreads * iterations);
     return corrupt ? 2 : 0;
 }

@@ -3,10 +3,11 @@
  * Krishnan's server benchmark: each worker owns a lane of live objects and
  * repeatedly frees a random one and allocates a replacement of random size.
  * Workers live for one round only; in the next round a fresh set of threads
- * takes the lanes over, shifted by one, so every object is freed by a
- * different thread from the one that allocated it, and every thread's
- * cached memory is orphaned when it exits.  The first lanes are filled by
- * the main thread, which never frees: the classic producer/consumer skew.
+ * takes the lanes over, shifted by one, so most objects are freed by a
+ * different thread from the one that allocated them, and every thread's
+ * cached memory is orphaned when it exits.  The lanes start out filled by
+ * the main thread, which frees nothing until the end: the classic
+ * producer/consumer skew.
  *
  *     larson [-t threads] [-r rounds] [-n ops] [-s slots] [-m min] [-M max] [-S seed]
  *
