@@ -1,0 +1,28 @@
+#!/bin/sh
+# slabkit — run a program with slabkit as its malloc (like jemalloc.sh).
+#   slabkit [--slabinfo] [--options K=V,...] PROGRAM ARGS...
+# --slabinfo       print the program's slabinfo to stderr when it exits
+# --options K=V,.. append to SLABKIT_OPTIONS (see README.md)
+LIB="$(cd "$(dirname "$0")" && pwd)/libslabkit.so"
+usage() {
+    echo "usage: slabkit [--slabinfo] [--options K=V,...] PROGRAM [ARGS...]"
+    echo "  runs PROGRAM with slabkit ($LIB) preloaded as its malloc"
+}
+opts=${SLABKIT_OPTIONS:-}
+add() { if [ -n "$opts" ]; then opts="$opts,$1"; else opts=$1; fi; }
+while [ $# -gt 0 ]; do
+    case $1 in
+    -h|--help) usage; exit 0 ;;
+    --slabinfo) add slabinfo_at_exit=1; shift ;;
+    --options) [ $# -ge 2 ] || { usage >&2; exit 2; }; add "$2"; shift 2 ;;
+    --options=*) add "${1#--options=}"; shift ;;
+    --) shift; break ;;
+    -*) echo "slabkit: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) break ;;
+    esac
+done
+[ $# -gt 0 ] || { usage >&2; exit 2; }
+[ -f "$LIB" ] || { echo "slabkit: $LIB not found (run make)" >&2; exit 127; }
+export SLABKIT_OPTIONS="$opts"
+export LD_PRELOAD="$LIB${LD_PRELOAD:+ $LD_PRELOAD}"
+exec "$@"
