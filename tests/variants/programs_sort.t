@@ -30,10 +30,10 @@ LC_ALL=C
 export LC_ALL
 echo "1..6"
 
-# About 20 MB: 460,000 lines of pseudo-random keys and varied lengths.
+# About 20 MB: 470,000 lines of pseudo-random keys and varied lengths.
 awk 'BEGIN {
     x = 12345
-    for (i = 0; i < 460000; i++) {
+    for (i = 0; i < 470000; i++) {
         x = (x * 1103515245 + 12345) % 2147483648
         pad = substr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", 1, x % 52)
         printf "%010d %s %d\n", x, pad, i
