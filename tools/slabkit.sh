@@ -3,7 +3,9 @@
 #   slabkit [--slabinfo] [--options K=V,...] PROGRAM ARGS...
 # --slabinfo       print the program's slabinfo to stderr when it exits
 # --options K=V,.. append to SLABKIT_OPTIONS (see README.md)
-LIB="$(cd "$(dirname "$0")" && pwd)/libslabkit.so"
+# The library next to the script, by an absolute path (programs may chdir),
+# found through symlinks to the script.  `make install` rewrites this line.
+LIB="$(cd "$(dirname "$(readlink -f "$0" 2>/dev/null || echo "$0")")" && pwd)/libslabkit.so"
 usage() {
     echo "usage: slabkit [--slabinfo] [--options K=V,...] PROGRAM [ARGS...]"
     echo "  runs PROGRAM with slabkit ($LIB) preloaded as its malloc"
@@ -23,6 +25,6 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { usage >&2; exit 2; }
 [ -f "$LIB" ] || { echo "slabkit: $LIB not found (run make)" >&2; exit 127; }
-export SLABKIT_OPTIONS="$opts"
+if [ -n "$opts" ]; then export SLABKIT_OPTIONS="$opts"; fi
 export LD_PRELOAD="$LIB${LD_PRELOAD:+ $LD_PRELOAD}"
 exec "$@"
