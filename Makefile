@@ -49,6 +49,9 @@ TSAN_LIB_OBJ := $(TSAN_LIB_SRC:%.c=$(B)/tsan/obj/%.o)
 TSAN_TESTS   := $(sort $(wildcard tests/*/*_tsan.c) $(shell grep -l 'TSAN: yes' tests/*/*.c 2>/dev/null))
 TSAN_BIN     := $(TSAN_TESTS:tests/%.c=$(B)/tsan/tests/%)
 
+# Keep the TSan objects (make would delete them as intermediate files).
+.SECONDARY:
+
 .PHONY: all lib test test-tsan bench bench-deps install clean stack check-stack
 all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) $(TOOL_BIN) $(B)/slabkit
 

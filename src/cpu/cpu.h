@@ -246,6 +246,15 @@ fallback:
     }
 }
 
+/* Is obj the top of this CPU's array (so: free)?  A racy peek, for the
+ * double-free checks of realloc: true only if obj really is on top. */
+static inline bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
+{
+    const struct cpu_array *a = tab[cpu_current()];
+    unsigned n = cpu_array_len(a);
+    return n > 0 && n <= a->cap && __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
+}
+
 /* The full operations, for slow paths: they also assign a fallback slot.
  * cpu_push: 1 pushed, 0 full or no array, -1 obj already on top. */
 static inline void *cpu_pop(cpu_arrays_t tab)

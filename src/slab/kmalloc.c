@@ -245,6 +245,8 @@ void *sk_realloc(void *p, size_t size)
     struct slab_cache *c;
     size_t old;
     if (slab_of_object(p, &c)) {
+        if (unlikely(cpu_array_top_is((cpu_arrays_t)c->arrays, p)))
+            slab_bad_free("double free", "realloc", p, c, NULL);
         old = c->offset ? c->object_size : c->size;
         /* In place while the class still fits and is not more than twice
          * what is needed (then a smaller class is worth the copy). */

@@ -228,8 +228,9 @@ static int arena_grow(uint32_t n)
     }
     __atomic_store_n(&vm_regions[vm_nr_regions], r, __ATOMIC_RELEASE);
     vm_nr_regions++;
-    vm_arena_slices += want;
-    vm_arena += (size_t)want << SLICE_SHIFT;
+    /* Read without vm_lock (sizing the next region, statistics). */
+    __atomic_store_n(&vm_arena_slices, vm_arena_slices + want, __ATOMIC_RELAXED);
+    __atomic_store_n(&vm_arena, vm_arena + ((size_t)want << SLICE_SHIFT), __ATOMIC_RELAXED);
     spin_unlock(&vm_lock);
     return 0;
 nomem:

@@ -22,10 +22,8 @@ if [ -z "$bins" ]; then
     echo "1..0 # SKIP no per-CPU tests built"
     exit 0
 fi
-opt=
-[ -x "$B/tests/cpu/percpu_arrays" ] && opt=1
 n=0
-for f in $bins $opt; do n=$((n + 1)); done
+for f in $bins; do n=$((n + 1)); done
 echo "1..$n"
 out=$(mktemp "${TMPDIR:-/tmp}/rseq_off.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT
