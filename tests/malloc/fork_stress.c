@@ -6,6 +6,10 @@
  *
  * A child that hangs is killed by its alarm and counted as a failure; a
  * parent that hangs in fork is stopped by its own alarm (Bail out!).
+ *
+ * Run twice: with rseq, then re-executed with glibc's rseq registration
+ * off (GLIBC_TUNABLES=glibc.pthread.rseq=0), where the per-CPU arrays sit
+ * behind per-CPU locks that a fork can catch held.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/rseq.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,8 +148,17 @@ static void parent_hung(int sig)
     _exit(2);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int rseq_off = argc > 3 && strcmp(argv[1], "--rseq-off") == 0;
+    const char *mode = rseq_off ? "rseq off" : "rseq";
+    if (rseq_off) {
+        /* Carry on the TAP count of the run before the exec. */
+        tap_n = atoi(argv[2]);
+        tap_failed = atoi(argv[3]);
+        ok(__rseq_size == 0, "re-executed with glibc's rseq registration off");
+    }
+    int forks = rseq_off ? FORKS / 2 : FORKS;
     signal(SIGALRM, parent_hung);
     alarm(60);
 
@@ -155,7 +169,7 @@ int main(void)
     usleep(20000);
 
     int fork_fail = 0, exit_bad = 0, hung = 0, crashed = 0;
-    for (int f = 0; f < FORKS; f++) {
+    for (int f = 0; f < forks; f++) {
         fflush(NULL);
         pid_t pid = fork();
         if (pid < 0) {
@@ -189,10 +203,18 @@ int main(void)
         free(slots[s]);
     }
 
-    ok(fork_fail == 0, "%d forks while 8 threads hammer malloc/free", FORKS);
-    ok(hung == 0, "no child hung (%d hung)", hung);
-    ok(crashed == 0, "no child crashed (%d crashed)", crashed);
-    ok(exit_bad == 0, "every child allocated, freed (also the objects shared at fork, and from a new thread) and exited 0 (%d did not)", exit_bad);
-    ok(intact, "the parent's shared objects are intact after all the forks");
-    return done_testing();
+    ok(fork_fail == 0, "%s: %d forks while 8 threads hammer malloc/free", mode, forks);
+    ok(hung == 0, "%s: no child hung (%d hung)", mode, hung);
+    ok(crashed == 0, "%s: no child crashed (%d crashed)", mode, crashed);
+    ok(exit_bad == 0, "%s: every child allocated, freed (also the objects shared at fork, and from a new thread) and exited 0 (%d did not)", mode, exit_bad);
+    ok(intact, "%s: the parent's shared objects are intact after all the forks", mode);
+    if (rseq_off)
+        return done_testing();
+    char n[16], failed[16];
+    snprintf(n, sizeof n, "%d", tap_n);
+    snprintf(failed, sizeof failed, "%d", tap_failed);
+    fflush(stdout);
+    setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+    execl("/proc/self/exe", argv[0], "--rseq-off", n, failed, (char *)NULL);
+    BAIL("exec /proc/self/exe: %s", strerror(errno));
 }
