@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,6 +30,10 @@ static void fork_child(void);
 static void fork_prepare(void);
 static void fork_parent(void);
 
+/* slabinfo_at_exit writes to a copy of stderr taken at start-up: programs
+ * such as coreutils close stderr in an atexit handler, before we run. */
+static int exit_fd = -1;
+
 /* Registered from the first slow path after initialisation. */
 static void malloc_layer_init(void)
 {
@@ -39,6 +44,8 @@ static void malloc_layer_init(void)
     if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (sk_opt.slabinfo_at_exit)
+        exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
 static SK_NOINLINE void *malloc_slow(size_t size)
@@ -157,11 +164,11 @@ ALIAS(malloc_trim) int malloc_trim(size_t pad)
     return sk_trim() > 0;
 }
 
-static void print_totals(void)
+static void print_totals(int fd)
 {
     struct page_stats st;
     page_stats(&st);
-    os_printf(2, "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "
+    os_printf(fd, "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "
                  "returned to the OS %lu; address space %zu MiB\n",
               st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages, st.purged_pages,
               vm_reserved_bytes() >> 20);
@@ -171,16 +178,19 @@ ALIAS(malloc_stats) void malloc_stats(void)
 {
     slab_init();
     sk_slabinfo(stderr);
-    print_totals();
+    print_totals(2);
 }
 
 /* slabinfo_at_exit=1: the process's slabinfo on stderr when it exits. */
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
-    if (sk_opt.slabinfo_at_exit && slab_ready()) {
-        sk_slabinfo(stderr);
-        print_totals();
-    }
+    if (!sk_opt.slabinfo_at_exit || !slab_ready())
+        return;
+    FILE *out = exit_fd >= 0 ? fdopen(exit_fd, "w") : NULL;
+    sk_slabinfo(out ? out : stderr);
+    if (out)
+        fflush(out);
+    print_totals(exit_fd >= 0 ? exit_fd : 2);
 }
 
 /* ---- fork ---- */
