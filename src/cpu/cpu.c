@@ -153,21 +153,7 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
     cpu_slot();
 #ifndef SK_TSAN
     __asm__ goto(
-        CPU_RSEQ_PROLOGUE
-        "1:\n\t"
-        "movslq %%fs:4(%[off]), %%rax\n\t"
-        "testq %%rax, %%rax\n\t"
-        "js %l[fallback]\n\t"
-        "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movzwl (%%rax), %%ecx\n\t"
-        "cmpl 8(%%rax), %%ecx\n\t"
-        "jae %l[full]\n\t"
-        "cmpq 16(%%rax, %%rcx, 8), %[obj]\n\t"
-        "je %l[dup]\n\t"
-        "movq %[obj], 24(%%rax, %%rcx, 8)\n\t"
-        "addq $0x10001, (%%rax)\n\t"
-        "2:\n\t"
-        CPU_RSEQ_EPILOGUE
+        CPU_PUSH_SEQ(full, dup)
         :
         : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"

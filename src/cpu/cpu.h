@@ -134,6 +134,25 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     "jmp 0b\n\t"                                                       \
     ".popsection\n\t"
 
+/* One push: to `full` when full or drained, to `dup` when obj is on top
+ * already, to `fallback` without rseq; else commit count + 1, ops + 1. */
+#define CPU_PUSH_SEQ(full, dup)                                        \
+    CPU_RSEQ_PROLOGUE                                                  \
+    "1:\n\t"                                                           \
+    "movslq %%fs:4(%[off]), %%rax\n\t"   /* cpu_id */                  \
+    "testq %%rax, %%rax\n\t"                                           \
+    "js %l[fallback]\n\t"                                              \
+    "movq (%[tab], %%rax, 8), %%rax\n\t" /* this CPU's array */        \
+    "movzwl (%%rax), %%ecx\n\t"          /* count (| LOCKED) */        \
+    "cmpl 8(%%rax), %%ecx\n\t"           /* >= cap: full, or drained */\
+    "jae %l[" #full "]\n\t"                                            \
+    "cmpq 16(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] or NULL */ \
+    "je %l[" #dup "]\n\t"                                              \
+    "movq %[obj], 24(%%rax, %%rcx, 8)\n\t"                             \
+    "addq $0x10001, (%%rax)\n\t"         /* commit */                  \
+    "2:\n\t"                                                           \
+    CPU_RSEQ_EPILOGUE
+
 /* The array the fallback uses, locked; NULL when the thread has no slot
  * yet or the lock is busy (the caller's slow path assigns a slot, waits). */
 static inline struct cpu_array *cpu_lock_slot(cpu_arrays_t tab)
@@ -206,21 +225,7 @@ static inline bool cpu_push_fast(cpu_arrays_t tab, void *obj)
 {
 #ifndef SK_TSAN
     __asm__ goto(
-        CPU_RSEQ_PROLOGUE
-        "1:\n\t"
-        "movslq %%fs:4(%[off]), %%rax\n\t"
-        "testq %%rax, %%rax\n\t"
-        "js %l[fallback]\n\t"
-        "movq (%[tab], %%rax, 8), %%rax\n\t"
-        "movzwl (%%rax), %%ecx\n\t"
-        "cmpl 8(%%rax), %%ecx\n\t"            /* full, or a drain owns it */
-        "jae %l[slow]\n\t"
-        "cmpq 16(%%rax, %%rcx, 8), %[obj]\n\t" /* objs[count-1] (or the sentinel) */
-        "je %l[slow]\n\t"
-        "movq %[obj], 24(%%rax, %%rcx, 8)\n\t"
-        "addq $0x10001, (%%rax)\n\t"          /* commit: count + 1, ops + 1 */
-        "2:\n\t"
-        CPU_RSEQ_EPILOGUE
+        CPU_PUSH_SEQ(slow, slow)
         :
         : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"

@@ -331,7 +331,7 @@ static void page_init_locked(void)
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
      * keeps (1 MiB of order-0 pages, less for larger orders). */
-    static const unsigned high[PCP_MAX_ORDER + 1] = { 256, 128, 64, 32 };
+    static const unsigned high[PCP_MAX_ORDER + 1] = { 128, 32, 16, 8 };
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
@@ -484,6 +484,56 @@ void page_free_exact(struct sk_page *pg)
     zone_free_range(z, first, idx, idx + nr, now);
     zone_maybe_reclaim(z);
     lock_release(&z->lock);
+}
+
+/*
+ * Resize an exact block in place to nr_pages (krealloc without a copy):
+ * shrinking frees the tail; growing claims the free blocks that follow it
+ * in its slice, if every page up to the new end is free (a free block that
+ * starts right after ours is a buddy head: the pages before it are ours).
+ * Returns whether the block now has nr_pages.
+ */
+bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
+{
+    struct zone *z = &page_zones[pg->node];
+    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    size_t idx = (size_t)(pg - first), nr = pg->large.nr_pages, end = idx + nr_pages;
+    uint64_t now = os_now_ms_coarse();
+    if (nr_pages == 0 || end > SLICE_PAGES)
+        return false;
+    if (nr_pages <= nr) {
+        if (nr_pages < nr) {
+            lock_acquire(&z->lock);
+            zone_free_range(z, first, end, idx + nr, now);
+            lock_release(&z->lock);
+            pg->large.nr_pages = nr_pages;
+        }
+        return true;
+    }
+    lock_acquire(&z->lock);
+    size_t q = idx + nr;
+    while (q < end) {
+        struct sk_page *b = first + q;
+        if (!(pg_flags(b) & PG_BUDDY))
+            break;
+        q += (size_t)1 << b->order;
+    }
+    if (q < end) {
+        lock_release(&z->lock);
+        return false;
+    }
+    for (q = idx + nr; q < end;) {
+        struct sk_page *b = first + q;
+        size_t span = (size_t)1 << b->order;
+        zone_remove(z, b);
+        if (q + span > end)
+            zone_free_range(z, first, end, q + span, now);   /* the overshoot */
+        q += span;
+    }
+    lock_release(&z->lock);
+    pg->large.nr_pages = nr_pages;
+    pg_set_flags(pg, pg_flags(pg) & ~PG_ZEROED);
+    return true;
 }
 
 struct sk_page *page_find_head(const void *p)

@@ -146,6 +146,8 @@ void page_free(struct sk_page *pg, unsigned order);
  * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
 void page_free_exact(struct sk_page *pg);
+/* Grow or shrink an exact block in place; false when it cannot grow. */
+bool page_resize_exact(struct sk_page *pg, size_t nr_pages);
 /* The allocated block head containing p (PG_HEAD), or NULL. */
 struct sk_page *page_find_head(const void *p);
 

@@ -98,11 +98,39 @@ static unsigned default_array_cap(size_t size)
     return (unsigned)cap;
 }
 
-static void *os_zalloc(size_t bytes)
+/*
+ * Cache metadata (struct slab_cache, the slab_cpu array, the per-CPU
+ * arrays) is carved from shared chunks fresh from the OS, cache-line
+ * aligned: 41 kmalloc caches with a page or three each would cost a
+ * program half a megabyte before its first object.  Never freed (a
+ * destroyed cache's metadata stays: a racing reader may hold it).
+ */
+#define META_CHUNK ((size_t)256 << 10)
+static spinlock_t meta_lock = SPINLOCK_INIT;
+static char *meta_next, *meta_end;
+
+static void *meta_zalloc(size_t bytes)
 {
-    void *p = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
-    if (!p)
-        os_fatal("cannot map %zu bytes of cache metadata", bytes);
+    bytes = SK_ALIGN_UP(bytes, (size_t)CACHE_LINE);
+    if (bytes >= META_CHUNK / 4) {
+        void *p = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
+        if (!p)
+            os_fatal("cannot map %zu bytes of cache metadata", bytes);
+        return p;
+    }
+    spin_lock(&meta_lock);
+    if ((size_t)(meta_end - meta_next) < bytes) {
+        char *chunk = os_map(META_CHUNK, SK_PAGE_SIZE);
+        if (!chunk) {
+            spin_unlock(&meta_lock);
+            os_fatal("cannot map %zu bytes of cache metadata", META_CHUNK);
+        }
+        meta_next = chunk;
+        meta_end = chunk + META_CHUNK;
+    }
+    void *p = meta_next;
+    meta_next += bytes;
+    spin_unlock(&meta_lock);
     return p;
 }
 
@@ -150,13 +178,13 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     if (c->cpu_partial && c->cpu_partial_slabs < 2)
         c->cpu_partial_slabs = 2;
     unsigned mp = fls_u(c->size) / 2;
-    c->min_partial = mp < 5 ? 5 : mp > 10 ? 10 : mp;
+    c->min_partial = mp < 2 ? 2 : mp > 5 ? 5 : mp;
     for (int n = 0; n < MAX_NUMNODES; n++) {
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
     }
-    c->cpu = os_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
-    cpu_arrays_init_table(c->arrays, os_zalloc(cpu_arrays_only_bytes(c->array_cap)), c->array_cap);
+    c->cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
+    cpu_arrays_init_table(c->arrays, meta_zalloc(cpu_arrays_only_bytes(c->array_cap)), c->array_cap);
 }
 
 static void cache_publish(struct slab_cache *c)
@@ -174,7 +202,7 @@ static void cache_publish(struct slab_cache *c)
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    struct slab_cache *c = os_zalloc(sizeof *c + cpu_arrays_table_bytes());
+    struct slab_cache *c = meta_zalloc(sizeof *c + cpu_arrays_table_bytes());
     cache_setup(c, name, size, align, flags, ctor, kmalloc);
     cache_publish(c);
     return c;

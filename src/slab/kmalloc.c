@@ -133,7 +133,7 @@ void kmalloc_free_nonslab(void *p, const char *call)
         struct sk_page *pg = (struct sk_page *)s->pages;
         if ((uintptr_t)p != s->base || !(pg->flags & PG_LARGE))
             bad_pointer(p, call);
-        pg->flags = 0;
+        pg_set_flags(pg, 0);
         vm_direct_free(s);
         return;
     }
@@ -255,6 +255,12 @@ void *sk_realloc(void *p, size_t size)
     } else {
         old = kmalloc_usable_nonslab(p, "realloc");
         if (size <= old && size > KMALLOC_MAX_CACHE_SIZE && size > old / 2)
+            return p;
+        /* A large block grows (or shrinks) in place when the pages after
+         * it are free: no copy, and no second copy resident meanwhile. */
+        struct vm_slice *s = vm_slice_of(p);
+        if (size > KMALLOC_MAX_CACHE_SIZE && s->kind != VM_SLICE_DIRECT &&
+            page_resize_exact(page_of_slice(s, p), (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT))
             return p;
     }
     void *q = sk_malloc(size);

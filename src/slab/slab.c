@@ -174,9 +174,22 @@ static void discard_slab(struct slab_cache *c, struct sk_page *pg)
     size_t pages = (size_t)1 << c->order;
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
-    pg->flags = PG_HEAD;
+    pg_set_flags(pg, PG_HEAD);
     stat(c, SK_FREE_SLAB);
     page_free(pg, c->order);
+}
+
+/* Discard a list of empty slabs chained by slab.next; returns how many. */
+static int discard_slabs(struct slab_cache *c, struct sk_page *list)
+{
+    int n = 0;
+    while (list) {
+        struct sk_page *pg = list;
+        list = pg->slab.next;
+        discard_slab(c, pg);
+        n++;
+    }
+    return n;
 }
 
 /* Take the whole freelist of a frozen slab (remote frees since we last
@@ -254,7 +267,6 @@ static struct sk_page *get_node_partial(struct slab_cache *c, struct slab_cpu *s
  * Returns the number of empty slabs given back. */
 static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
 {
-    int freed = 0;
     if (!list)
         return 0;
     struct slab_node *n = &c->node[0];
@@ -281,13 +293,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
     }
     lock_release(&n->list_lock);
     stat(c, SK_CPU_PARTIAL_DRAIN);
-    while (discard) {
-        struct sk_page *pg = discard;
-        discard = pg->slab.next;
-        discard_slab(c, pg);
-        freed++;
-    }
-    return freed;
+    return discard_slabs(c, discard);
 }
 
 /* A slab that just became partial joins this CPU's partial list. */
@@ -583,12 +589,7 @@ int slab_shrink(struct slab_cache *c)
             }
         }
         lock_release(&n->list_lock);
-        while (discard) {
-            struct sk_page *pg = discard;
-            discard = pg->slab.next;
-            discard_slab(c, pg);
-            freed++;
-        }
+        freed += discard_slabs(c, discard);
     }
     return freed;
 }

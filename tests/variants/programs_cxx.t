@@ -8,17 +8,8 @@
 # (glibc registers no rseq), where the per-CPU arrays are reached under
 # per-CPU locks.
 set -u
-B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
-LIB=$B/libslabkit.so
+. "$(dirname "$0")/programs.sh"
 PROG=$B/tests/malloc/cxx_threads
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-served() {
-    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
-         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
-         END { exit !(h && s) }' "$1"
-}
-show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
 
 [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
 [ -x "$PROG" ] || { echo "Bail out! $PROG is missing (make $PROG)"; exit 1; }

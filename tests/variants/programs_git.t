@@ -6,16 +6,7 @@
 # builds from the same input without slabkit; log -p must read the same too.
 # slabkit's exit-time slabinfo shows it served git.
 set -u
-B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
-LIB=$B/libslabkit.so
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-served() {
-    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
-         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
-         END { exit !(h && s) }' "$1"
-}
-show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+. "$(dirname "$0")/programs.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git is not installed"; exit 0; }
 [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }

@@ -12,17 +12,8 @@
 #     exit-time slabinfo must still show service.  (sh is not checked that
 #     way: dash leaves with _exit, so no destructor runs.)
 set -u
-B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
+. "$(dirname "$0")/programs.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-LIB=$B/libslabkit.so
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-served() {
-    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
-         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
-         END { exit !(h && s) }' "$1"
-}
-show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
 
 [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
 CC=${CC:-cc}

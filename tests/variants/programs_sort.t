@@ -10,16 +10,7 @@
 # its exit-time slabinfo here if it writes to a descriptor it kept from
 # start-up.
 set -u
-B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
-LIB=$B/libslabkit.so
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-served() {
-    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
-         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
-         END { exit !(h && s) }' "$1"
-}
-show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+. "$(dirname "$0")/programs.sh"
 
 command -v sort >/dev/null 2>&1 || { echo "1..0 # SKIP sort is not installed"; exit 0; }
 [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }

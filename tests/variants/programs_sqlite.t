@@ -5,16 +5,7 @@
 # (computed from the generating formulas), integrity_check is ok, and
 # slabkit's exit-time slabinfo shows it served the process.
 set -u
-B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
-LIB=$B/libslabkit.so
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-served() {
-    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
-         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
-         END { exit !(h && s) }' "$1"
-}
-show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+. "$(dirname "$0")/programs.sh"
 
 command -v sqlite3 >/dev/null 2>&1 || { echo "1..0 # SKIP sqlite3 is not installed"; exit 0; }
 [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }

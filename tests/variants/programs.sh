@@ -1,0 +1,16 @@
+# programs.sh — shared by the tests/variants/*.t scripts that run real
+# programs under slabkit (sourced, not run by prove).
+#   B, LIB          the build directory ($SK_BUILD from tests/run) and library
+#   ok RC NAME      one TAP line, numbered, passing when RC is 0
+#   served FILE     FILE holds slabkit's exit-time slabinfo with objects in it
+#   show FILE [N]   the first N (15) lines of FILE as TAP comments
+B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
+LIB=$B/libslabkit.so
+n=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
+served() {
+    awk '/^slabinfo - version: 2\.1$/ { h = 1 }
+         h && /^kmalloc-/ && ($2 > 0 || $3 > 0) { s = 1 }
+         END { exit !(h && s) }' "$1"
+}
+show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
