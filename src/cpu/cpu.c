@@ -20,11 +20,8 @@
 bool cpu_use_rseq;
 int cpu_nr_ids = 1;
 
-/* Before init every cache points at this: always empty, always full. */
-static struct cpu_array cpu_empty_array = { 0, 0, SPINLOCK_INIT, NULL };
-struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] = {
-    [0 ... CPU_MAX_IDS - 1] = &cpu_empty_array
-};
+/* Before init every cache points at these: always empty, always full. */
+char cpu_empty_mem[(size_t)(CPU_MAX_IDS + 1) * CPU_ARRAY_STRIDE] __attribute__((aligned(CACHE_LINE)));
 
 __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 
@@ -48,44 +45,33 @@ void cpu_init(void)
                 cpu_use_rseq ? "rseq" : "per-CPU locks (rseq not registered)");
 }
 
-static size_t array_stride(unsigned cap)
+size_t cpu_arrays_bytes(void)
 {
-    return SK_ALIGN_UP(sizeof(struct cpu_array) + cap * sizeof(void *), (size_t)CACHE_LINE);
-}
-
-size_t cpu_arrays_table_bytes(void)
-{
-    return SK_ALIGN_UP((size_t)(cpu_nr_ids + 1) * sizeof(void *), (size_t)CACHE_LINE);
-}
-
-size_t cpu_arrays_only_bytes(unsigned cap)
-{
-    return array_stride(cap) * (size_t)cpu_nr_ids;
-}
-
-size_t cpu_arrays_bytes(unsigned cap)
-{
-    return cpu_arrays_table_bytes() + cpu_arrays_only_bytes(cap);
-}
-
-void cpu_arrays_init_table(struct cpu_array **t, void *mem, unsigned cap)
-{
-    size_t one = array_stride(cap);
-    for (int i = 0; i < cpu_nr_ids; i++) {
-        struct cpu_array *a = (struct cpu_array *)((char *)mem + one * (size_t)i);
-        a->word = 0;
-        a->cap = cap;
-        a->sentinel = NULL;
-        t[i] = a;
-    }
-    t[cpu_nr_ids] = &cpu_empty_array;   /* the slot of threads without rseq */
+    return (size_t)(cpu_nr_ids + 1) * CPU_ARRAY_STRIDE;
 }
 
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
 {
-    struct cpu_array **t = mem;
-    cpu_arrays_init_table(t, (char *)mem + cpu_arrays_table_bytes(), cap);
-    return (cpu_arrays_t)t;
+    if (cap > CPU_ARRAY_MAX)
+        cap = CPU_ARRAY_MAX;
+    cpu_arrays_t tab = mem;
+    for (int i = 0; i <= cpu_nr_ids; i++) {
+        struct cpu_array *a = cpu_array_at(tab, i);
+        a->word = 0;
+        a->cap = i < cpu_nr_ids ? cap : 0;   /* the last: the dummy slot */
+        a->sentinel = NULL;
+    }
+    return tab;
+}
+
+void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
+{
+    int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
+    if (cpu >= cpu_nr_ids || tab == cpu_empty_arrays)
+        return;
+    struct cpu_array *a = cpu_array_at(tab, cpu);
+    if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
+        __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
 }
 
 int cpu_current(void)
@@ -117,7 +103,7 @@ void cpu_atfork_child(void)
 
 static inline struct cpu_array *locked_array(cpu_arrays_t tab)
 {
-    struct cpu_array *a = tab[cpu_slot()];
+    struct cpu_array *a = cpu_array_at(tab, cpu_slot());
     spin_lock(&a->lock);
     return a;
 }
@@ -209,7 +195,8 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "imulq $1088, %%rax, %%rax\n\t"
+        "addq %[tab], %%rax\n\t"
         "movzwl (%%rax), %%ecx\n\t"            /* n */
         "leal -1(%%rcx), %%r8d\n\t"
         "cmpl $0x7ffe, %%r8d\n\t"              /* empty, or drained */
@@ -259,7 +246,8 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "movq (%[tab], %%rax, 8), %%rax\n\t"
+        "imulq $1088, %%rax, %%rax\n\t"
+        "addq %[tab], %%rax\n\t"
         "movzwl (%%rax), %%ecx\n\t"            /* count */
         "movl 8(%%rax), %[m]\n\t"              /* cap */
         "cmpl %[m], %%ecx\n\t"
@@ -295,12 +283,12 @@ fallback:
 
 unsigned cpu_array_count(cpu_arrays_t tab, int cpu)
 {
-    return cpu_array_len(tab[cpu]);
+    return cpu_array_len(cpu_array_at(tab, cpu));
 }
 
 uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
 {
-    return __atomic_load_n(&tab[cpu]->word, __ATOMIC_RELAXED) >> 16;
+    return __atomic_load_n(&cpu_array_at(tab, cpu)->word, __ATOMIC_RELAXED) >> 16;
 }
 
 /*
@@ -313,8 +301,8 @@ uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
  */
 unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
 {
-    struct cpu_array *a = tab[cpu];
-    if (a->cap == 0)
+    struct cpu_array *a = cpu_array_at(tab, cpu);
+    if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
         return 0;
     spin_lock(&a->lock);
     unsigned n, k;

@@ -42,7 +42,11 @@
 #define CPU_MAX_IDS 4096          /* static pre-init table; more CPUs: fatal */
 #define CPU_ARRAY_LOCKED 0x8000u
 #define CPU_ARRAY_COUNT 0x7fffu
-#define CPU_ARRAY_MAX 4096        /* largest capacity */
+#define CPU_ARRAY_MAX 128         /* largest capacity */
+/* Every CPU's array of a set lies at base + cpu * CPU_ARRAY_STRIDE: the
+ * fast path finds it with a multiply, not a load. */
+#define CPU_ARRAY_STRIDE 1088     /* 24 + 128 * 8, rounded to cache lines;
+                                     the asm below spells it $1088 */
 #define CPU_OP_POP  0xffffull     /* one pop: count - 1, ops + 1 */
 #define CPU_OP_PUSH 0x10001ull    /* one push: count + 1, ops + 1 */
 
@@ -59,25 +63,32 @@ static inline unsigned cpu_array_len(const struct cpu_array *a)
     return (unsigned)(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & CPU_ARRAY_COUNT);
 }
 
-/* A per-CPU array set: tab[cpu] is that CPU's array. */
-typedef struct cpu_array *const *cpu_arrays_t;
+/* A per-CPU array set: cpu_nr_ids + 1 arrays, CPU_ARRAY_STRIDE apart; the
+ * last is the dummy of threads without rseq (cap 0: empty and full). */
+typedef struct cpu_array *cpu_arrays_t;
+
+static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
+{
+    return (struct cpu_array *)((char *)tab + (size_t)cpu * CPU_ARRAY_STRIDE);
+}
 
 extern bool cpu_use_rseq SK_INTERNAL;     /* decided once by cpu_init() */
 extern int cpu_nr_ids SK_INTERNAL;        /* possible CPU ids */
-extern struct cpu_array *const cpu_empty_arrays[CPU_MAX_IDS] SK_INTERNAL;
+/* Before init every cache points here: CPU_MAX_IDS + 1 zeroed arrays
+ * (cap 0: always empty, always full), in zero-filled BSS. */
+extern char cpu_empty_mem[] SK_INTERNAL;
+#define cpu_empty_arrays ((cpu_arrays_t)cpu_empty_mem)
 
 void cpu_init(void);
-/* Allocate (from `mem`, cache-line aligned per CPU) a set of arrays of
- * `cap` pointers for every possible CPU; returns the table.  `mem` must be
- * zeroed memory of cpu_arrays_bytes(cap) bytes. */
-size_t cpu_arrays_bytes(unsigned cap);
+/* Zeroed memory of cpu_arrays_bytes() holds a set; cpu_arrays_init gives
+ * each CPU's array `cap` slots (cap <= CPU_ARRAY_MAX), or leaves them at 0
+ * for cpu_array_ready to set when a CPU first uses its array (so memory is
+ * touched only for CPUs that run the cache). */
+size_t cpu_arrays_bytes(void);
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
-/* The same with the table held elsewhere (inline in a cache, to save the
- * fast path a load): `table` has cpu_nr_ids + 1 entries, `mem` is zeroed
- * memory of cpu_arrays_only_bytes(cap). */
-size_t cpu_arrays_table_bytes(void);
-size_t cpu_arrays_only_bytes(unsigned cap);
-void cpu_arrays_init_table(struct cpu_array **table, void *mem, unsigned cap);
+/* Give this thread's array (its CPU's, or its fallback slot's) `cap`
+ * slots if it has none yet.  Slow paths call it before pushing. */
+void cpu_array_ready(cpu_arrays_t tab, unsigned cap);
 
 /* The CPU this thread runs on now (a hint in the fallback). */
 int cpu_current(void);
@@ -142,7 +153,8 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     "movslq %%fs:4(%[off]), %%rax\n\t"   /* cpu_id */                  \
     "testq %%rax, %%rax\n\t"                                           \
     "js %l[fallback]\n\t"                                              \
-    "movq (%[tab], %%rax, 8), %%rax\n\t" /* this CPU's array */        \
+    "imulq $1088, %%rax, %%rax\n\t"                                   \
+    "addq %[tab], %%rax\n\t"             /* this CPU's array */        \
     "movzwl (%%rax), %%ecx\n\t"          /* count (| LOCKED) */        \
     "cmpl 8(%%rax), %%ecx\n\t"           /* >= cap: full, or drained */\
     "jae %l[" #full "]\n\t"                                            \
@@ -160,7 +172,7 @@ static inline struct cpu_array *cpu_lock_slot(cpu_arrays_t tab)
     int slot = cpu_thread_slot;
     if (unlikely(slot < 0))
         return NULL;
-    struct cpu_array *a = tab[slot];
+    struct cpu_array *a = cpu_array_at(tab, slot);
     if (unlikely(__atomic_exchange_n(&a->lock.v, 1, __ATOMIC_ACQUIRE)))
         return NULL;      /* contended: the slow path waits */
     return a;
@@ -181,7 +193,8 @@ static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
         "movslq %%fs:4(%[off]), %%rax\n\t"    /* cpu_id */
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "movq (%[tab], %%rax, 8), %%rax\n\t"  /* this CPU's array */
+        "imulq $1088, %%rax, %%rax\n\t"
+        "addq %[tab], %%rax\n\t"              /* this CPU's array */
         "movzwl (%%rax), %%ecx\n\t"           /* count (| LOCKED) */
         "leal -1(%%rcx), %%edx\n\t"
         "cmpl $0x7ffe, %%edx\n\t"             /* empty, or a drain owns it */
@@ -255,7 +268,7 @@ fallback:
  * double-free checks of realloc: true only if obj really is on top. */
 static inline bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
 {
-    const struct cpu_array *a = tab[cpu_current()];
+    const struct cpu_array *a = cpu_array_at(tab, cpu_current());
     unsigned n = cpu_array_len(a);
     return n > 0 && n <= a->cap && __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
 }

@@ -69,7 +69,7 @@ ALIAS(free) void free(void *p)
 {
     struct slab_cache *c;
     if (likely(slab_of_object(p, &c))) {
-        if (likely(cpu_push_fast(c->arrays, p)))
+        if (likely(cpu_push_fast(slab_arrays(c), p)))
             return;
         slab_free_slow(c, p);
         return;
@@ -207,9 +207,8 @@ static void reset_arrays(cpu_arrays_t tab)
 {
     if (tab == cpu_empty_arrays)
         return;
-    cpu_empty_arrays[0]->lock.v = 0;   /* shared by threads without rseq */
-    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        struct cpu_array *a = tab[cpu];
+    for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
+        struct cpu_array *a = cpu_array_at(tab, cpu);
         a->lock.v = 0;
         /* A drain caught mid-way still had every object in the array. */
         a->word &= ~(uint64_t)CPU_ARRAY_LOCKED;
@@ -225,7 +224,7 @@ static void fork_child(void)
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
-        reset_arrays((cpu_arrays_t)c->arrays);
+        reset_arrays(slab_arrays(c));
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {

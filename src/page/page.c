@@ -339,7 +339,7 @@ static void page_init_locked(void)
             page_pcp.lists[o] = cpu_empty_arrays;
             continue;
         }
-        size_t bytes = cpu_arrays_bytes(high[o]);
+        size_t bytes = cpu_arrays_bytes();
         void *mem = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
         if (!mem)
             os_fatal("cannot map per-CPU page lists (%zu bytes)", bytes);

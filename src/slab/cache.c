@@ -184,7 +184,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->node[n].gen = 1;
     }
     c->cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
-    cpu_arrays_init_table(c->arrays, meta_zalloc(cpu_arrays_only_bytes(c->array_cap)), c->array_cap);
+    cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
 static void cache_publish(struct slab_cache *c)
@@ -202,7 +202,7 @@ static void cache_publish(struct slab_cache *c)
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    struct slab_cache *c = meta_zalloc(sizeof *c + cpu_arrays_table_bytes());
+    struct slab_cache *c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
     cache_setup(c, name, size, align, flags, ctor, kmalloc);
     cache_publish(c);
     return c;

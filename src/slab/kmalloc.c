@@ -52,7 +52,7 @@ void kmalloc_init(void)
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
-        __atomic_store_n(&kmalloc_arrays[i], (cpu_arrays_t)c->arrays, __ATOMIC_RELEASE);
+        __atomic_store_n(&kmalloc_arrays[i], slab_arrays(c), __ATOMIC_RELEASE);
     }
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
@@ -65,7 +65,7 @@ void kmalloc_init(void)
     kmalloc_small_index[0] = 1;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
         size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i], kmalloc_caches[kmalloc_small_index[size >> 3]]->arrays,
+        __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
                          __ATOMIC_RELEASE);
     }
 }
@@ -192,7 +192,7 @@ void sk_free(void *p)
 {
     struct slab_cache *c;
     if (likely(slab_of_object(p, &c))) {
-        if (likely(cpu_push_fast(c->arrays, p)))
+        if (likely(cpu_push_fast(slab_arrays(c), p)))
             return;
         slab_free_slow(c, p);
         return;
@@ -245,7 +245,7 @@ void *sk_realloc(void *p, size_t size)
     struct slab_cache *c;
     size_t old;
     if (slab_of_object(p, &c)) {
-        if (unlikely(cpu_array_top_is((cpu_arrays_t)c->arrays, p)))
+        if (unlikely(cpu_array_top_is(slab_arrays(c), p)))
             slab_bad_free("double free", "realloc", p, c, NULL);
         old = c->offset ? c->object_size : c->size;
         /* In place while the class still fits and is not more than twice

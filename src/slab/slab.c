@@ -409,8 +409,9 @@ static int flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
 void *slab_alloc_slow(struct slab_cache *c)
 {
     stat(c, SK_ALLOC_SLOWPATH);
+    cpu_array_ready(slab_arrays(c), c->array_cap);
     /* The fast path may have failed only for want of a fallback slot. */
-    void *first = cpu_pop_locked(c->arrays);
+    void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
         book(c, slow_pops, 1);
         return first;
@@ -471,7 +472,7 @@ void *slab_alloc_slow(struct slab_cache *c)
             buf[1 + i] = buf[n - 1 - i];
             buf[n - 1 - i] = t;
         }
-        unsigned pushed = cpu_push_batch(c->arrays, buf + 1, m);
+        unsigned pushed = cpu_push_batch(slab_arrays(c), buf + 1, m);
         book(c, batch_in, pushed);
         if (pushed < m)
             flush_to_slabs(c, buf + 1 + pushed, m - pushed);
@@ -484,7 +485,8 @@ void *slab_alloc_slow(struct slab_cache *c)
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
     stat(c, SK_FREE_SLOWPATH);
-    int r = cpu_push_locked(c->arrays, obj);
+    cpu_array_ready(slab_arrays(c), c->array_cap);
+    int r = cpu_push_locked(slab_arrays(c), obj);
     if (r > 0) {
         book(c, slow_pushes, 1);
         return;
@@ -492,12 +494,12 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     if (r < 0)
         slab_bad_free("double free", "free", obj, c, NULL);
     void *buf[SLAB_BATCH_MAX + 1];
-    unsigned n = cpu_pop_batch(c->arrays, buf, c->batch);
+    unsigned n = cpu_pop_batch(slab_arrays(c), buf, c->batch);
     book(c, batch_out, n);
     for (unsigned i = 0; i < n; i++)
         if (unlikely(buf[i] == obj))
             slab_bad_free("double free", "free", obj, c, NULL);
-    if (cpu_push_batch(c->arrays, &obj, 1) == 1)
+    if (cpu_push_batch(slab_arrays(c), &obj, 1) == 1)
         book(c, batch_in, 1);
     else
         buf[n++] = obj;
@@ -558,7 +560,7 @@ int slab_shrink(struct slab_cache *c)
     int freed = 0;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         unsigned n;
-        while ((n = cpu_drain_remote(c->arrays, cpu, buf, SLAB_BATCH_MAX))) {
+        while ((n = cpu_drain_remote(slab_arrays(c), cpu, buf, SLAB_BATCH_MAX))) {
             stat(c, SK_REMOTE_DRAIN);
             book(c, batch_out, n);
             freed += flush_to_slabs(c, buf, n);
@@ -612,8 +614,8 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     uint64_t ops = 0, in = 0, out = 0, slow_pops = 0, slow_pushes = 0;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
-        info->array_objs += cpu_array_count(c->arrays, cpu);
-        ops += cpu_array_ops(c->arrays, cpu);
+        info->array_objs += cpu_array_count(slab_arrays(c), cpu);
+        ops += cpu_array_ops(slab_arrays(c), cpu);
         in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
         out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
         slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);

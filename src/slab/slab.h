@@ -2,7 +2,7 @@
  * slab.h — SLUB slab caches behind per-CPU object arrays, and kmalloc.
  *
  * Data structures, fast path first:
- *   cache->arrays     per-CPU object arrays (src/cpu): alloc pops, free pushes
+ *   cache->pcpu       per-CPU object arrays (src/cpu): alloc pops, free pushes
  *   cache->cpu[c]     per-CPU slow-path state under its lock: the CPU slab
  *                     (frozen) with its private freelist, and the CPU
  *                     partial list (frozen slabs with free objects)
@@ -84,10 +84,16 @@ struct slab_cache {
     struct slab_cache *next;      /* all caches, creation order */
     bool kmalloc;
     char name[SLAB_NAME_LEN];
-    /* The per-CPU arrays, [cpu_nr_ids + 1]: inline, so the free fast path
-     * goes from the cache to its CPU's array in one load. */
-    struct cpu_array *arrays[];
+    /* The per-CPU arrays (src/cpu: cpu_nr_ids + 1 of CPU_ARRAY_STRIDE
+     * bytes), inline: the fast path goes from the cache to its CPU's array
+     * by arithmetic, with no load in between. */
+    unsigned char pcpu[] __attribute__((aligned(CACHE_LINE)));
 };
+
+static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
+{
+    return (cpu_arrays_t)c->pcpu;
+}
 
 void slab_init(void);
 bool slab_ready(void);
@@ -160,14 +166,14 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
 static inline void *slab_alloc(struct slab_cache *c)
 {
     void *obj;
-    if (likely(cpu_pop_fast(c->arrays, &obj)))
+    if (likely(cpu_pop_fast(slab_arrays(c), &obj)))
         return obj;
     return slab_alloc_slow(c);
 }
 
 static inline void slab_free(struct slab_cache *c, void *obj)
 {
-    if (likely(cpu_push_fast(c->arrays, obj)))
+    if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
     slab_free_slow(c, obj);
 }

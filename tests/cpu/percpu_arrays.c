@@ -251,7 +251,7 @@ static void two_cpus(void)
 
 static void run(int nthreads, long ms)
 {
-    size_t bytes = SK_ALIGN_UP(cpu_arrays_bytes(CAP), (size_t)CACHE_LINE);
+    size_t bytes = SK_ALIGN_UP(cpu_arrays_bytes(), (size_t)CACHE_LINE);
     void *mem = aligned_alloc(CACHE_LINE, bytes);
     if (!mem)
         BAIL("no memory for the arrays");
@@ -290,8 +290,8 @@ static void run(int nthreads, long ms)
     long foreign = 0, in_arrays = 0;
     void *buf[CAP];
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        if ((tab[cpu]->word & 0xffff) > CAP)
-            error("an array's count is past its capacity or still locked", tab[cpu]);
+        if ((cpu_array_at(tab, cpu)->word & 0xffff) > CAP)
+            error("an array's count is past its capacity or still locked", cpu_array_at(tab, cpu));
         unsigned n;
         while ((n = cpu_drain_remote(tab, cpu, buf, CAP)) != 0)
             for (unsigned i = 0; i < n; i++) {
@@ -332,7 +332,7 @@ static void run(int nthreads, long ms)
     int clear = 1;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         counts += cpu_array_count(tab, cpu);
-        if (cpu_array_len(tab[cpu]) != 0 || (tab[cpu]->word & CPU_ARRAY_LOCKED) || spin_is_locked(&tab[cpu]->lock))
+        if (cpu_array_len(cpu_array_at(tab, cpu)) != 0 || (cpu_array_at(tab, cpu)->word & CPU_ARRAY_LOCKED) || spin_is_locked(&cpu_array_at(tab, cpu)->lock))
             clear = 0;
     }
     ok(clear && counts == 0, "%d threads: drained arrays are empty and unlocked", nthreads);

@@ -125,7 +125,7 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
         if (!tab || tab == cpu_empty_arrays)
             continue;
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-            struct cpu_array *a = tab[cpu];
+            struct cpu_array *a = cpu_array_at(tab, cpu);
             for (int32_t i = 0; i < (int32_t)cpu_array_len(a); i++) {
                 struct sk_page *pg = a->objs[i];
                 r->pcp_pages += 1ul << o;

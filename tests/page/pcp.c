@@ -66,7 +66,7 @@ int main(void)
         is(cpu_array_count(list, cpu), batch - 1, "order %u: one allocation leaves batch-1 = %u on the list", o,
            batch - 1);
         is(pcp_total(), (unsigned long)(batch - 1) << o, "order %u: page_stats counts them", o);
-        struct sk_page *top = list[cpu]->objs[batch - 2];
+        struct sk_page *top = cpu_array_at(list, cpu)->objs[batch - 2];
         ok((top->flags & PG_PCP) && top->order == o, "order %u: a listed block carries PG_PCP and its order", o);
         ok((page_of(blk[0].p)->flags & (PG_HEAD | PG_PCP)) == PG_HEAD, "order %u: the block handed out is a head",
            o);
