@@ -256,6 +256,20 @@ static void zone_maybe_reclaim(struct zone *z)
 
 /* ---- block allocation (zone) ---- */
 
+/*
+ * Exact (large kmalloc) blocks come from a zone of their own: slab pages
+ * scattered among them would keep their free neighbours from merging, and
+ * a request for tens of pages would then fault fresh memory while freed
+ * memory sits resident in pieces (the kernel keeps movable pages apart in
+ * ZONE_MOVABLE for the same reason).  It is node slot 1, so page_free finds
+ * it through pg->node like any other zone.
+ */
+#define ZONE_LARGE 1
+static struct zone *zone_large(void)
+{
+    return &page_zones[ZONE_LARGE];
+}
+
 static struct zone *zone_here(void)
 {
     return &page_zones[0];   /* one node here; the structures allow more */
@@ -331,7 +345,7 @@ static void page_init_locked(void)
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
      * keeps (1 MiB of order-0 pages, less for larger orders). */
-    static const unsigned high[PCP_MAX_ORDER + 1] = { 128, 32, 16, 8 };
+    static const unsigned high[PCP_MAX_ORDER + 1] = { 64, 16, 8, 8 };
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
@@ -455,7 +469,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         errno = ENOMEM;
         return NULL;
     }
-    struct zone *z = zone_here();
+    struct zone *z = zone_large();
     struct sk_page *pg = zone_alloc(z, order);
     if (!pg)
         return NULL;

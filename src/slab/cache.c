@@ -93,8 +93,8 @@ static unsigned default_array_cap(size_t size)
     size_t cap = 16384 / size;
     if (cap > 128)
         cap = 128;
-    if (cap < 8)
-        cap = size <= 8192 ? 8 : 4;
+    if (cap < 4)
+        cap = 4;          /* at most 16 KiB, or 4 objects, idle per CPU */
     return (unsigned)cap;
 }
 
@@ -177,8 +177,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->cpu_partial_slabs = c->cpu_partial ? (c->cpu_partial * 2 + c->objects - 1) / c->objects : 0;
     if (c->cpu_partial && c->cpu_partial_slabs < 2)
         c->cpu_partial_slabs = 2;
-    unsigned mp = fls_u(c->size) / 2;
-    c->min_partial = mp < 2 ? 2 : mp > 5 ? 5 : mp;
+    unsigned mp = 6 - c->order;     /* 1..4 empty slabs: about 16 KiB-32 KiB kept */
+    c->min_partial = mp < 1 ? 1 : mp > 4 ? 4 : mp;
     for (int n = 0; n < MAX_NUMNODES; n++) {
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
