@@ -333,7 +333,7 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
 
 /* ---- public block API ---- */
 
-#define PCP_BATCH_MAX 64
+#define PCP_BATCH_MAX 32
 
 static void page_init_locked(void)
 {

@@ -23,7 +23,7 @@
 
 #define SLAB_NAME_LEN 32
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
-#define SLAB_BATCH_MAX 64
+#define SLAB_BATCH_MAX 32
 #define SLAB_MIN_ALIGN 8
 
 /* The counters word of a slab (descriptor slab.counters). */

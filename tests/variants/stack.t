@@ -4,7 +4,7 @@
 # files of the library build by tools/checkstack.  Skipped when the build
 # wrote no .su files (a compiler without -fstack-usage).
 B=${SK_BUILD:-build}
-BUDGET=768
+BUDGET=512
 if ! ls "$B"/obj/src/*/*.su >/dev/null 2>&1; then
     echo "1..0 # SKIP no .su files under $B/obj (build with -fstack-usage)"
     exit 0
