@@ -195,7 +195,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "imulq $1088, %%rax, %%rax\n\t"
+        "shlq $10, %%rax\n\t"
         "addq %[tab], %%rax\n\t"
         "movzwl (%%rax), %%ecx\n\t"            /* n */
         "leal -1(%%rcx), %%r8d\n\t"
@@ -246,7 +246,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "movslq %%fs:4(%[off]), %%rax\n\t"
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "imulq $1088, %%rax, %%rax\n\t"
+        "shlq $10, %%rax\n\t"
         "addq %[tab], %%rax\n\t"
         "movzwl (%%rax), %%ecx\n\t"            /* count */
         "movl 8(%%rax), %[m]\n\t"              /* cap */

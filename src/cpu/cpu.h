@@ -42,11 +42,11 @@
 #define CPU_MAX_IDS 4096          /* static pre-init table; more CPUs: fatal */
 #define CPU_ARRAY_LOCKED 0x8000u
 #define CPU_ARRAY_COUNT 0x7fffu
-#define CPU_ARRAY_MAX 128         /* largest capacity */
+#define CPU_ARRAY_MAX 125         /* largest capacity: 24 + 125 * 8 = 1024 */
 /* Every CPU's array of a set lies at base + cpu * CPU_ARRAY_STRIDE: the
  * fast path finds it with a multiply, not a load. */
-#define CPU_ARRAY_STRIDE 1088     /* 24 + 128 * 8, rounded to cache lines;
-                                     the asm below spells it $1088 */
+#define CPU_ARRAY_SHIFT 10        /* the asm below spells it $10 */
+#define CPU_ARRAY_STRIDE (1u << CPU_ARRAY_SHIFT)
 #define CPU_OP_POP  0xffffull     /* one pop: count - 1, ops + 1 */
 #define CPU_OP_PUSH 0x10001ull    /* one push: count + 1, ops + 1 */
 
@@ -69,7 +69,7 @@ typedef struct cpu_array *cpu_arrays_t;
 
 static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
 {
-    return (struct cpu_array *)((char *)tab + (size_t)cpu * CPU_ARRAY_STRIDE);
+    return (struct cpu_array *)((char *)tab + ((size_t)cpu << CPU_ARRAY_SHIFT));
 }
 
 extern bool cpu_use_rseq SK_INTERNAL;     /* decided once by cpu_init() */
@@ -153,7 +153,7 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     "movslq %%fs:4(%[off]), %%rax\n\t"   /* cpu_id */                  \
     "testq %%rax, %%rax\n\t"                                           \
     "js %l[fallback]\n\t"                                              \
-    "imulq $1088, %%rax, %%rax\n\t"                                   \
+    "shlq $10, %%rax\n\t"                                   \
     "addq %[tab], %%rax\n\t"             /* this CPU's array */        \
     "movzwl (%%rax), %%ecx\n\t"          /* count (| LOCKED) */        \
     "cmpl 8(%%rax), %%ecx\n\t"           /* >= cap: full, or drained */\
@@ -165,17 +165,18 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     "2:\n\t"                                                           \
     CPU_RSEQ_EPILOGUE
 
-/* The array the fallback uses, locked; NULL when the thread has no slot
+/* The array the fallback uses, locked; false when the thread has no slot
  * yet or the lock is busy (the caller's slow path assigns a slot, waits). */
-static inline struct cpu_array *cpu_lock_slot(cpu_arrays_t tab)
+static inline bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
 {
     int slot = cpu_thread_slot;
     if (unlikely(slot < 0))
-        return NULL;
+        return false;
     struct cpu_array *a = cpu_array_at(tab, slot);
     if (unlikely(__atomic_exchange_n(&a->lock.v, 1, __ATOMIC_ACQUIRE)))
-        return NULL;      /* contended: the slow path waits */
-    return a;
+        return false;     /* contended: the slow path waits */
+    *out = a;
+    return true;
 }
 
 /*
@@ -193,7 +194,7 @@ static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
         "movslq %%fs:4(%[off]), %%rax\n\t"    /* cpu_id */
         "testq %%rax, %%rax\n\t"
         "js %l[fallback]\n\t"
-        "imulq $1088, %%rax, %%rax\n\t"
+        "shlq $10, %%rax\n\t"
         "addq %[tab], %%rax\n\t"              /* this CPU's array */
         "movzwl (%%rax), %%ecx\n\t"           /* count (| LOCKED) */
         "leal -1(%%rcx), %%edx\n\t"
@@ -214,8 +215,8 @@ empty:
 fallback:
 #endif
     {
-        struct cpu_array *a = cpu_lock_slot(tab);
-        if (unlikely(!a))
+        struct cpu_array *a;
+        if (unlikely(!cpu_lock_slot(tab, &a)))
             return false;
         uint64_t w = a->word;
         unsigned n = (unsigned)w & 0xffff;
@@ -249,8 +250,8 @@ slow:
 fallback:
 #endif
     {
-        struct cpu_array *a = cpu_lock_slot(tab);
-        if (unlikely(!a))
+        struct cpu_array *a;
+        if (unlikely(!cpu_lock_slot(tab, &a)))
             return false;
         uint64_t w = a->word;
         unsigned n = (unsigned)w & 0xffff;

@@ -45,7 +45,7 @@ static const struct option_def defs[] = {
     { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit" },
     { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
     { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once" },
-    { "array_size", &sk_opt.array_size, 0, 128, "per-CPU object array capacity (0: by size)" },
+    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
 };
 

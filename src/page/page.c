@@ -346,7 +346,7 @@ static void page_init_locked(void)
      * the batch amortises one zone-lock round trip; high bounds what a CPU
      * keeps (512 KiB of order-0 pages, 256 KiB of each larger order:
      * measured with bench/pagestream and bench/peers' sizeclass). */
-    static const unsigned high[PCP_MAX_ORDER + 1] = { 128, 16, 8, 8 };
+    static const unsigned high[PCP_MAX_ORDER + 1] = { 124, 16, 8, 8 };
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;

@@ -91,8 +91,8 @@ static unsigned default_cpu_partial(size_t size)
 static unsigned default_array_cap(size_t size)
 {
     size_t cap = 16384 / size;
-    if (cap > 128)
-        cap = 128;
+    if (cap > CPU_ARRAY_MAX)
+        cap = CPU_ARRAY_MAX;
     if (cap < 4)
         cap = 4;          /* at most 16 KiB, or 4 objects, idle per CPU */
     return (unsigned)cap;
