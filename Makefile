@@ -125,7 +125,7 @@ install: lib
 	install -m 644 $(B)/libslabkit.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libslabkit.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/slabkit.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(B)/slabkit.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed 's|@PREFIX@|$(PREFIX)|g' tools/slabkit.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/slabkit.pc
 	sed 's|^LIB=.*|LIB=$(PREFIX)/lib/libslabkit.so|' tools/slabkit.sh > $(DESTDIR)$(PREFIX)/bin/slabkit
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/slabkit
 
