@@ -111,7 +111,14 @@ test: all $(TSAN_BIN)
 test-tsan: $(TSAN_BIN)
 	@tests/run tsan
 
+# On a fresh machine (as root) the peers and tools are installed first;
+# without root, missing ones are skipped with a note.
 bench: all
+	@missing=; for l in libjemalloc.so.2 libtcmalloc_minimal.so.4 libmimalloc.so.2; do \
+	    ldconfig -p 2>/dev/null | grep -q "$$l" || missing=1; done; \
+	command -v valgrind >/dev/null && command -v gnuplot >/dev/null || missing=1; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then \
+	    echo "make bench: installing the peer allocators and tools (bench/deps)"; bench/deps; fi
 	@bench/run
 
 bench-deps:
