@@ -50,7 +50,6 @@ typedef struct sk_cache sk_cache_t;
 
 /* Flags for sk_cache_create. */
 #define SK_CACHE_HWALIGN  0x1u  /* align objects to a cache line */
-#define SK_CACHE_POISON   0x2u  /* reserved: debug poisoning */
 
 /*
  * Create a cache of objects of `size` bytes aligned to `align` (0: the

@@ -27,8 +27,6 @@
 #define ALIAS(name) SK_API __attribute__((used))
 
 static void fork_child(void);
-static void fork_prepare(void);
-static void fork_parent(void);
 
 /* slabinfo_at_exit writes to a copy of stderr taken at start-up: programs
  * such as coreutils close stderr in an atexit handler, before we run. */
@@ -43,7 +41,7 @@ static void malloc_layer_init(void)
     int expect = 0;
     if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    pthread_atfork(NULL, NULL, fork_child);   /* no prepare: see above */
     if (sk_opt.slabinfo_at_exit)
         exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
@@ -195,8 +193,6 @@ __attribute__((destructor)) static void slabinfo_at_exit(void)
 
 /* ---- fork ---- */
 
-static void fork_prepare(void) { page_atfork_prepare(); }
-static void fork_parent(void) { page_atfork_parent(); }
 
 static bool lock_was_held(lock_t *l)
 {

@@ -649,8 +649,6 @@ void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void 
  * descriptors, which every operation keeps valid block by block.  A block
  * caught between two lists is leaked in the child, never handed out twice.
  */
-void page_atfork_prepare(void) {}
-void page_atfork_parent(void) {}
 
 static void zone_rebuild(struct zone *z)
 {

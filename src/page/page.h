@@ -166,8 +166,6 @@ void page_stats(struct page_stats *st);
 /* Walk every free block (tests): fn(address, order, clean). */
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg);
 
-void page_atfork_prepare(void);
-void page_atfork_parent(void);
 void page_atfork_child(void);
 
 #endif

@@ -372,11 +372,6 @@ static int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head,
     return 0;
 }
 
-void slab_free_to_slab(struct slab_cache *c, struct sk_page *pg, void *obj)
-{
-    slab_free_chain(c, slab_head(pg), obj, obj, 1);
-}
-
 /* Return objects to their slabs, one cmpxchg per run of the same slab.
  * Returns the number of slabs that went back to the page allocator. */
 static int flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)

@@ -102,8 +102,6 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
                                      unsigned flags, void (*ctor)(void *), bool kmalloc);
 void *slab_alloc_slow(struct slab_cache *c);
 void slab_free_slow(struct slab_cache *c, void *obj);
-/* Return an object to its slab, bypassing the per-CPU array. */
-void slab_free_to_slab(struct slab_cache *c, struct sk_page *slab, void *obj);
 int slab_shrink(struct slab_cache *c);
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
