@@ -2,6 +2,11 @@
  * page.c — the buddy allocator: zones, free lists per order, splitting and
  * coalescing, per-CPU page lists, aging and returning memory to the OS.
  *
+ * Zones: page_zones[0] holds slab pages and sk_alloc_pages blocks (with
+ * the per-CPU lists in front); page_zones[1] holds large kmalloc blocks
+ * (exact page counts, resized in place).  Each block records its zone in
+ * pg->node, so every free goes back where it came from.
+ *
  * Lock order:
  *   1. zone->lock   (an sk_mutex: held for list surgery, never across a
  *                    system call: slices are made and memory purged with
@@ -19,7 +24,9 @@
  *    PG_CLEAN iff on a clean list, order, and freed_at (dirty only).
  *  - Two free buddies of the same order are never both on lists: freeing
  *    merges until the buddy is not free (or is of another order).
- *  - free_pages = sum of free block sizes; dirty_pages = those on dirty lists.
+ *  - free_pages = sum of free block sizes; dirty_pages = those on dirty
+ *    lists (an upper bound of what is resident: a block merged from a
+ *    dirty and a clean part counts as dirty whole).
  * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
  * until drained back, and they count in no zone total.
  *
