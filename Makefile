@@ -77,7 +77,7 @@ $(B)/slabkit: tools/slabkit.sh
 	cp $< $@ && chmod +x $@
 
 # Unit tests link the static library: they may call layer-internal functions.
-$(B)/tests/%: tests/%.c tests/tap.h $(wildcard tests/*/*.h) $(B)/libslabkit.a
+$(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm
 
@@ -101,7 +101,7 @@ $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(TSANFLAGS) -c $< -o $@
 
-$(B)/tsan/tests/%: tests/%.c tests/tap.h $(wildcard tests/*/*.h) $(TSAN_LIB_OBJ)
+$(B)/tsan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(TSAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TSANFLAGS) -Itests -o $@ $< $(TSAN_LIB_OBJ) -lm
 

@@ -8,6 +8,7 @@
 #define SK_BENCH_H
 #define _GNU_SOURCE
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,5 +99,31 @@ static inline size_t bench_parse_size(const char *s)
     default: break;
     }
     return (size_t)v;
+}
+/*
+ * False-sharing census for the cache-thrash/scratch workloads: where each
+ * thread's live object is, by cache line, one padded slot per thread.
+ * Record that thread `self` now holds [p, p + size) (p NULL: nothing) and
+ * return 1 when another thread's live object lies on one of its lines.
+ */
+struct bench_line_slot { _Atomic uintptr_t first, last; char pad[48]; };
+
+static inline int bench_lines_publish(struct bench_line_slot *lines, int nthreads, int self,
+                                      const void *p, size_t size)
+{
+    uintptr_t first = p ? (uintptr_t)p >> 6 : 0, last = p ? ((uintptr_t)p + size - 1) >> 6 : 0;
+    atomic_store_explicit(&lines[self].first, first, memory_order_relaxed);
+    atomic_store_explicit(&lines[self].last, last, memory_order_relaxed);
+    if (!p)
+        return 0;
+    for (int t = 0; t < nthreads; t++) {
+        if (t == self)
+            continue;
+        uintptr_t f = atomic_load_explicit(&lines[t].first, memory_order_relaxed);
+        uintptr_t l = atomic_load_explicit(&lines[t].last, memory_order_relaxed);
+        if (f && f <= last && first <= l)
+            return 1;
+    }
+    return 0;
 }
 #endif

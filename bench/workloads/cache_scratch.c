@@ -25,34 +25,15 @@ static pthread_barrier_t start;
 static void **seed; /* seed[i]: worker i's object, allocated by main */
 static volatile int corrupt;
 
-/*
- * Where each thread's live object is, by cache line, one padded slot per
- * thread: after each malloc a thread looks for another thread's live
- * object on one of its own lines.  The count is the false sharing the
- * allocator set up, whatever the machine's caches make of it (on a
- * shared, noisy machine the timing alone may not show it).
- */
-struct line_slot { _Atomic uintptr_t first, last; char pad[48]; };
-static struct line_slot *lines;
+/* The false sharing the allocator set up, counted whatever the machine's
+ * caches make of it (bench.h, bench_lines_publish). */
+static struct bench_line_slot *lines;
 static _Atomic long shared_iterations;
 
 static void publish(int self, const void *p)
 {
-    uintptr_t first = p ? (uintptr_t)p >> 6 : 0, last = p ? ((uintptr_t)p + objsize - 1) >> 6 : 0;
-    atomic_store_explicit(&lines[self].first, first, memory_order_relaxed);
-    atomic_store_explicit(&lines[self].last, last, memory_order_relaxed);
-    if (!p)
-        return;
-    for (int t = 0; t < nthreads; t++) {
-        if (t == self)
-            continue;
-        uintptr_t f = atomic_load_explicit(&lines[t].first, memory_order_relaxed);
-        uintptr_t l = atomic_load_explicit(&lines[t].last, memory_order_relaxed);
-        if (f && f <= last && first <= l) {
-            atomic_fetch_add_explicit(&shared_iterations, 1, memory_order_relaxed);
-            return;
-        }
-    }
+    if (bench_lines_publish(lines, nthreads, self, p, objsize))
+        atomic_fetch_add_explicit(&shared_iterations, 1, memory_order_relaxed);
 }
 
 static void scribble(volatile unsigned char *p)

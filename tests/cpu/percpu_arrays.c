@@ -26,6 +26,7 @@
 
 #include "cpu/cpu.h"
 #include "tap.h"
+#include "cpus.h"
 
 #define CAP 32u
 #define NTOK 2048
@@ -234,21 +235,6 @@ static void *drainer(void *arg)
     return NULL;
 }
 
-static void two_cpus(void)
-{
-    cpu_set_t set, two;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return;
-    CPU_ZERO(&two);
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &set)) {
-            CPU_SET(c, &two);
-            n++;
-        }
-    sched_setaffinity(0, sizeof two, &two);
-}
-
 static void run(int nthreads, long ms)
 {
     size_t bytes = SK_ALIGN_UP(cpu_arrays_bytes(), (size_t)CACHE_LINE);
@@ -346,7 +332,7 @@ static void run(int nthreads, long ms)
 
 int main(int argc, char **argv)
 {
-    two_cpus();
+    confine_to_two_cpus();
     os_options_init();
     cpu_init();
     cpu_init();                    /* idempotent */

@@ -16,6 +16,7 @@
 
 #include "lock/mutex_internal.h"
 #include "tap.h"
+#include "cpus.h"
 
 #define RING 32
 
@@ -96,22 +97,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Confine the process to (at most) two CPUs, as the issue asks. */
-static void two_cpus(void)
-{
-    cpu_set_t set, two;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return;
-    CPU_ZERO(&two);
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &set)) {
-            CPU_SET(c, &two);
-            n++;
-        }
-    sched_setaffinity(0, sizeof two, &two);
-}
-
 static void run(int nthreads, int n_iters, int spin)
 {
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
@@ -141,7 +126,7 @@ static void run(int nthreads, int n_iters, int spin)
 
 int main(void)
 {
-    two_cpus();
+    confine_to_two_cpus();
     os_options_init();
 #ifdef SK_TSAN
     const int scale = 8;               /* TSan runs about 10x slower */

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "accounting.h"
+#include "cpus.h"
 
 #define NTHREADS 16
 #define MAXORDER 4
@@ -188,27 +189,12 @@ static void *reclaimer(void *arg)
     return NULL;
 }
 
-static void two_cpus(void)
-{
-    cpu_set_t set, two;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return;
-    CPU_ZERO(&two);
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &set)) {
-            CPU_SET(c, &two);
-            n++;
-        }
-    sched_setaffinity(0, sizeof two, &two);
-}
-
 int main(int argc, char **argv)
 {
     long ms = argc > 1 ? atol(argv[1]) : 1500;
     if (ms <= 0)
         ms = 1500;
-    two_cpus();
+    confine_to_two_cpus();
     page_init();
     diag("%d threads on two CPUs for %ld ms, per-CPU arrays via %s, pcp=%ld", NTHREADS, ms,
          cpu_use_rseq ? "rseq" : "the lock fallback", sk_opt.pcp);

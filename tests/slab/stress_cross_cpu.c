@@ -43,6 +43,7 @@
 #include "cpu/cpu.h"
 #include "slabkit.h"
 #include "tap.h"
+#include "cpus.h"
 
 #ifdef SK_TSAN
 #define NPROD 8
@@ -440,23 +441,6 @@ static void *warm(void *arg)
 {
     pthread_barrier_wait(&warm_barrier);
     return arg;
-}
-
-/* Keep the process on (at most) two CPUs, so 64 threads oversubscribe them. */
-static int confine_to_two_cpus(void)
-{
-    cpu_set_t set, two;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return CPU_COUNT(&set);
-    CPU_ZERO(&two);
-    int n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &set)) {
-            CPU_SET(c, &two);
-            n++;
-        }
-    sched_setaffinity(0, sizeof two, &two);
-    return n;
 }
 
 int main(int argc, char **argv)
