@@ -93,8 +93,8 @@ static unsigned default_array_cap(size_t size)
     size_t cap = 16384 / size;
     if (cap > CPU_ARRAY_MAX)
         cap = CPU_ARRAY_MAX;
-    if (cap < 4)
-        cap = 4;          /* at most 16 KiB, or 4 objects, idle per CPU */
+    if (cap < 2)
+        cap = 2;          /* at most 16 KiB, or 2 objects, idle per CPU */
     return (unsigned)cap;
 }
 
@@ -175,10 +175,16 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->cpu_partial = (uint32_t)sk_opt.cpu_partial;
     /* The kernel's conversion: about half of the slabs are full enough. */
     c->cpu_partial_slabs = c->cpu_partial ? (c->cpu_partial * 2 + c->objects - 1) / c->objects : 0;
-    if (c->cpu_partial && c->cpu_partial_slabs < 2)
-        c->cpu_partial_slabs = 2;
-    unsigned mp = 6 - c->order;     /* 1..4 empty slabs: about 16 KiB-32 KiB kept */
-    c->min_partial = mp < 1 ? 1 : mp > 4 ? 4 : mp;
+    if (c->cpu_partial && c->cpu_partial_slabs < 1)
+        c->cpu_partial_slabs = 1;
+    /* Idle memory a cache keeps, bounded in bytes rather than slabs: the
+     * page allocator's per-CPU lists make a new slab cheap.  Empty slabs on
+     * the node list: 4 of one page down to 1 of 8 pages; CPU partial slabs:
+     * at most 32 KiB of slabs per CPU. */
+    unsigned mp = c->order < 3 ? 4 - c->order : 1;
+    c->min_partial = mp;
+    if (c->cpu_partial_slabs > (8u >> c->order))
+        c->cpu_partial_slabs = 8u >> c->order;
     for (int n = 0; n < MAX_NUMNODES; n++) {
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;

@@ -296,8 +296,9 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
     return discard_slabs(c, discard);
 }
 
-/* A slab that just became partial joins this CPU's partial list. */
-static void put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
+/* A slab that just became partial joins this CPU's partial list.  Returns
+ * the number of empty slabs given back when the list overflowed. */
+static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
     struct slab_cpu *sc = &c->cpu[cpu_current()];
     struct sk_page *drain = NULL;
@@ -312,7 +313,7 @@ static void put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
         sc->partial_slabs = 0;
     }
     lock_release(&sc->lock);
-    unfreeze_partials(c, drain);
+    return unfreeze_partials(c, drain);
 }
 
 /*
@@ -348,11 +349,8 @@ static int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head,
         if (slab_cmpxchg(c, pg, prior, old.v, head, new.v))
             break;
     }
-    if (!locked) {
-        if (new.frozen && !was_frozen)
-            put_cpu_partial(c, pg);
-        return 0;
-    }
+    if (!locked)
+        return new.frozen && !was_frozen ? put_cpu_partial(c, pg) : 0;
     if (was_frozen) {
         lock_release(&n->list_lock);
         return 0;
