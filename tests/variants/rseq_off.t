@@ -10,7 +10,7 @@
 # output.
 B=${SK_BUILD:-build}
 bins=
-for f in "$B/tests/cpu/percpu_arrays" "$B/tests/page/stress_pages" "$B/tests/page/pcp" "$B/tests/page/buddy"; do
+for f in "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/rseq_signals" "$B/tests/page/stress_pages" "$B/tests/page/pcp" "$B/tests/page/buddy"; do
     [ -f "$f" ] && [ -x "$f" ] && bins="$bins $f"
 done
 if [ -d "$B/tests/slab" ]; then
