@@ -4,9 +4,10 @@
  *
  * Lock order: cache_lock (the list of caches) -> the locks of slab.c.
  * Invariants: a cache is fully initialised before it joins the list; the
- * list only grows except by sk_cache_destroy of an empty cache.  Per-CPU
- * memory of a cache (arrays and slab_cpu) comes straight from the OS, so a
- * cache can be created before and inside malloc.
+ * list only grows except by sk_cache_destroy of an empty cache.  A cache's
+ * metadata (the struct with its inline per-CPU arrays, the slab_cpu array)
+ * is carved from chunks mapped straight from the OS (meta_zalloc, under
+ * meta_lock, a leaf), so a cache can be created before and inside malloc.
  */
 #include <errno.h>
 #include <string.h>
