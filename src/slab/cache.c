@@ -28,6 +28,14 @@ struct slab_cache *slab_caches(void)
     return __atomic_load_n(&cache_list, __ATOMIC_ACQUIRE);
 }
 
+void slab_for_each_cache(void (*fn)(struct slab_cache *, void *), void *arg)
+{
+    lock_acquire(&cache_lock);
+    for (struct slab_cache *c = cache_list; c; c = c->next)
+        fn(c, arg);
+    lock_release(&cache_lock);
+}
+
 static unsigned fls_u(unsigned x)
 {
     return x ? 32 - (unsigned)__builtin_clz(x) : 0;
@@ -190,7 +198,6 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
     }
-    c->cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -206,10 +213,29 @@ static void cache_publish(struct slab_cache *c)
     lock_release(&cache_lock);
 }
 
+/* Destroyed caches, kept for the next create (under cache_lock): their
+ * metadata is never unmapped, so a program that creates and destroys
+ * caches in a loop reuses the same few. */
+static struct slab_cache *cache_free_list;
+
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    struct slab_cache *c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
+    lock_acquire(&cache_lock);
+    struct slab_cache *c = cache_free_list;
+    if (c)
+        cache_free_list = c->next;
+    lock_release(&cache_lock);
+    struct slab_cpu *cpu;
+    if (c) {
+        cpu = c->cpu;
+        memset(c, 0, sizeof *c + cpu_arrays_bytes());
+        memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
+    } else {
+        c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
+        cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
+    }
+    c->cpu = cpu;
     cache_setup(c, name, size, align, flags, ctor, kmalloc);
     cache_publish(c);
     return c;
@@ -301,9 +327,11 @@ int sk_cache_destroy(sk_cache_t *cache)
         *pp = c->next;
     if (cache_tail == c)
         cache_tail = prev;
+    /* Its slabs are all gone (shrink freed every empty one, and none holds
+     * an object): the metadata waits for the next create. */
+    c->next = cache_free_list;
+    cache_free_list = c;
     lock_release(&cache_lock);
-    /* Remaining empty slabs (kept for min_partial) are gone after shrink;
-     * the metadata stays mapped: a racing slabinfo reader may hold it. */
     return 0;
 }
 

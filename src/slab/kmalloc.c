@@ -293,10 +293,15 @@ void *sk_aligned_alloc(size_t align, size_t size)
     return kmalloc_large(size < align ? align : size, align);
 }
 
+static void shrink_one(struct slab_cache *c, void *arg)
+{
+    (void)arg;
+    slab_shrink(c);
+}
+
 size_t sk_trim(void)
 {
     if (slab_ready())
-        for (struct slab_cache *c = slab_caches(); c; c = c->next)
-            slab_shrink(c);
+        slab_for_each_cache(shrink_one, NULL);
     return page_reclaim(0, true);    /* pages from sk_alloc_pages too */
 }

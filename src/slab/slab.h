@@ -106,6 +106,9 @@ int slab_shrink(struct slab_cache *c);
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
 struct slab_cache *slab_caches(void);
+/* Call fn for each cache with the list held still (a destroyed cache's
+ * metadata is reused by the next create). */
+void slab_for_each_cache(void (*fn)(struct slab_cache *, void *), void *arg);
 void slab_atfork_child(void);
 
 /* Bad input: one line naming the call, the pointer and the cache; abort. */

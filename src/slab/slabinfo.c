@@ -31,25 +31,49 @@ const char *const sk_stat_names[SK_STAT_NR] = {
     [SK_REMOTE_DRAIN] = "remote_drain",
 };
 
+struct info_query {
+    const char *name;
+    struct sk_cache_info *info;
+    int found;
+};
+
+static void info_one(struct slab_cache *c, void *arg)
+{
+    struct info_query *q = arg;
+    if (!q->found && !strcmp(c->name, q->name)) {
+        slab_cache_info(c, q->info);
+        q->found = 1;
+    }
+}
+
 int sk_cache_info(const char *name, struct sk_cache_info *info)
 {
     slab_init();
-    for (struct slab_cache *c = slab_caches(); c; c = c->next)
-        if (!strcmp(c->name, name)) {
-            slab_cache_info(c, info);
-            return 0;
-        }
-    return -1;
+    struct info_query q = { name, info, 0 };
+    slab_for_each_cache(info_one, &q);
+    return q.found ? 0 : -1;
 }
 
+struct foreach_call {
+    void (*fn)(const struct sk_cache_info *, void *);
+    void *arg;
+};
+
+static void foreach_one(struct slab_cache *c, void *arg)
+{
+    struct foreach_call *f = arg;
+    struct sk_cache_info info;
+    slab_cache_info(c, &info);
+    f->fn(&info, f->arg);
+}
+
+/* fn runs with the list of caches held still: it must not create or
+ * destroy a cache. */
 void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *arg)
 {
     slab_init();
-    struct sk_cache_info info;
-    for (struct slab_cache *c = slab_caches(); c; c = c->next) {
-        slab_cache_info(c, &info);
-        fn(&info, arg);
-    }
+    struct foreach_call f = { fn, arg };
+    slab_for_each_cache(foreach_one, &f);
 }
 
 static void print_one(const struct sk_cache_info *i, void *arg)
