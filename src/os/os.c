@@ -64,6 +64,14 @@ void *os_reserve(size_t size, size_t align) { return map_aligned(size, align, PR
 void *os_map(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE); }
 
 int os_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE); }
+
+/* Give the pages back and make the range fault again, keeping it reserved:
+ * one fresh PROT_NONE mapping over it (which also drops any advice). */
+int os_decommit(void *p, size_t size)
+{
+    void *q = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return q == MAP_FAILED ? -1 : 0;
+}
 int os_unmap(void *p, size_t size) { return munmap(p, size); }
 int os_purge(void *p, size_t size) { return madvise(p, size, MADV_DONTNEED); }
 int os_advise_huge(void *p, size_t size) { return madvise(p, size, MADV_HUGEPAGE); }

@@ -42,6 +42,9 @@ void *os_reserve(size_t size, size_t align);
 void *os_map(size_t size, size_t align);
 /* Make reserved space usable (PROT_READ|PROT_WRITE): 0 or -1. */
 int os_commit(void *p, size_t size);
+/* Return the pages and make the range inaccessible again (still reserved):
+ * the opposite of os_commit.  0 or -1. */
+int os_decommit(void *p, size_t size);
 int os_unmap(void *p, size_t size);
 /* Give the pages back to the OS now (MADV_DONTNEED): they read as zero. */
 int os_purge(void *p, size_t size);

@@ -400,13 +400,15 @@ static void run_free(struct vm_slice *s)
     if (s->region == VM_NO_REGION) {
         os_unmap((void *)s->base, s->size);
     } else {
-        /* Back to the arena: pages returned, mapping and advice kept, so a
-         * later run of the same page size reuses it with no system call. */
-        os_purge((void *)s->base, s->size);
+        /* Back to the arena: pages returned and the range made to fault
+         * again (a use after sk_vm_unmap or after free of a direct block
+         * must not read zeros silently); it stays reserved, keeps its page
+         * size, and is committed and advised anew when reused. */
+        os_decommit((void *)s->base, s->size);
         struct vm_region *r = vm_regions[s->region];
         spin_lock(&vm_lock);
         for (uint32_t i = s->first; i < s->first + s->nr_slices; i++)
-            slice_set_state(r, i, (uint8_t)(r->state[i] & ~VS_USED));
+            slice_set_state(r, i, (uint8_t)(r->state[i] & ~(VS_USED | VS_COMMITTED | VS_ADV_HUGE | VS_ADV_NOHUGE)));
         spin_unlock(&vm_lock);
     }
     spin_lock(&vm_lock);
