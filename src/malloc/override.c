@@ -65,14 +65,7 @@ ALIAS(malloc) void *malloc(size_t size)
 
 ALIAS(free) void free(void *p)
 {
-    struct slab_cache *c;
-    if (likely(slab_of_object(p, &c))) {
-        if (likely(cpu_push_fast(slab_arrays(c), p)))
-            return;
-        slab_free_slow(c, p);
-        return;
-    }
-    sk_free_slow(p, "free");
+    kfree_inline(p);   /* sk_free's body, inlined: no extra call on the fast path */
 }
 
 ALIAS(calloc) void *calloc(size_t nmemb, size_t size)

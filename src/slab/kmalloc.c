@@ -190,14 +190,7 @@ SK_NOINLINE void sk_free_slow(void *p, const char *call)
 
 void sk_free(void *p)
 {
-    struct slab_cache *c;
-    if (likely(slab_of_object(p, &c))) {
-        if (likely(cpu_push_fast(slab_arrays(c), p)))
-            return;
-        slab_free_slow(c, p);
-        return;
-    }
-    sk_free_slow(p, "free");
+    kfree_inline(p);
 }
 
 size_t sk_usable_size(const void *p)

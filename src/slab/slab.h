@@ -120,6 +120,7 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
 void *kmalloc_slow(size_t size);
 void sk_free_slow(void *p, const char *call);
 
+
 /*
  * Exact division by the object size in three instructions: for an offset
  * that is a multiple of size = d << k (d odd), off * inv(d) mod 2^32 is
@@ -177,6 +178,21 @@ static inline void slab_free(struct slab_cache *c, void *obj)
     if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
     slab_free_slow(c, obj);
+}
+
+/* The free fast path, shared by sk_free and free: find and check the
+ * object's slab, push it on this CPU's array; anything else (NULL, large
+ * blocks, bad pointers, a full array) leaves for a slow path. */
+static inline void kfree_inline(void *p)
+{
+    struct slab_cache *c;
+    if (likely(slab_of_object(p, &c))) {
+        if (likely(cpu_push_fast(slab_arrays(c), p)))
+            return;
+        slab_free_slow(c, p);
+        return;
+    }
+    sk_free_slow(p, "free");
 }
 
 /* ---- kmalloc ---- */
