@@ -191,12 +191,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
     cpu_slot();
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
-        "1:\n\t"
-        "movslq %%fs:4(%[off]), %%rax\n\t"
-        "testq %%rax, %%rax\n\t"
-        "js %l[fallback]\n\t"
-        "shlq $10, %%rax\n\t"
-        "addq %[tab], %%rax\n\t"
+        CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"            /* n */
         "leal -1(%%rcx), %%r8d\n\t"
         "cmpl $0x7ffe, %%r8d\n\t"              /* empty, or drained */
@@ -242,12 +237,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
     cpu_slot();
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
-        "1:\n\t"
-        "movslq %%fs:4(%[off]), %%rax\n\t"
-        "testq %%rax, %%rax\n\t"
-        "js %l[fallback]\n\t"
-        "shlq $10, %%rax\n\t"
-        "addq %[tab], %%rax\n\t"
+        CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"            /* count */
         "movl 8(%%rax), %[m]\n\t"              /* cap */
         "cmpl %[m], %%ecx\n\t"

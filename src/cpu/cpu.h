@@ -145,16 +145,21 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     "jmp 0b\n\t"                                                       \
     ".popsection\n\t"
 
-/* One push: to `full` when full or drained, to `dup` when obj is on top
- * already, to `fallback` without rseq; else commit count + 1, ops + 1. */
-#define CPU_PUSH_SEQ(full, dup)                                        \
-    CPU_RSEQ_PROLOGUE                                                  \
+/* Start of every sequence (label 1): this CPU's array into %rax; to
+ * `fallback` when the thread has no rseq (cpu_id < 0). */
+#define CPU_RSEQ_LOCATE                                                \
     "1:\n\t"                                                           \
     "movslq %%fs:4(%[off]), %%rax\n\t"   /* cpu_id */                  \
     "testq %%rax, %%rax\n\t"                                           \
     "js %l[fallback]\n\t"                                              \
-    "shlq $10, %%rax\n\t"                                   \
-    "addq %[tab], %%rax\n\t"             /* this CPU's array */        \
+    "shlq $10, %%rax\n\t"                /* * CPU_ARRAY_STRIDE */      \
+    "addq %[tab], %%rax\n\t"             /* this CPU's array */
+
+/* One push: to `full` when full or drained, to `dup` when obj is on top
+ * already, to `fallback` without rseq; else commit count + 1, ops + 1. */
+#define CPU_PUSH_SEQ(full, dup)                                        \
+    CPU_RSEQ_PROLOGUE                                                  \
+    CPU_RSEQ_LOCATE                                                    \
     "movzwl (%%rax), %%ecx\n\t"          /* count (| LOCKED) */        \
     "cmpl 8(%%rax), %%ecx\n\t"           /* >= cap: full, or drained */\
     "jae %l[" #full "]\n\t"                                            \
@@ -190,12 +195,7 @@ static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
     void *o;
     __asm__ goto(
         CPU_RSEQ_PROLOGUE
-        "1:\n\t"
-        "movslq %%fs:4(%[off]), %%rax\n\t"    /* cpu_id */
-        "testq %%rax, %%rax\n\t"
-        "js %l[fallback]\n\t"
-        "shlq $10, %%rax\n\t"
-        "addq %[tab], %%rax\n\t"              /* this CPU's array */
+        CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"           /* count (| LOCKED) */
         "leal -1(%%rcx), %%edx\n\t"
         "cmpl $0x7ffe, %%edx\n\t"             /* empty, or a drain owns it */

@@ -46,9 +46,17 @@ static void malloc_layer_init(void)
         exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
+/* The malloc family hands out 16-byte aligned memory: kmalloc-8, which the
+ * kernel-style sk_malloc uses for 1..8 bytes, is never theirs.  malloc's
+ * own fast path gets this from its table (kmalloc_arrays16). */
+static inline size_t malloc_size(size_t n)
+{
+    return n < 16 ? 16 : n;
+}
+
 static SK_NOINLINE void *malloc_slow(size_t size)
 {
-    void *p = kmalloc_slow(size < 16 ? 16 : size);   /* 16-byte alignment: no kmalloc-8 */
+    void *p = kmalloc_slow(malloc_size(size));
     malloc_layer_init();
     return p;
 }
@@ -75,7 +83,7 @@ ALIAS(calloc) void *calloc(size_t nmemb, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return sk_calloc(total < 16 ? 16 : total, 1);
+    return sk_calloc(malloc_size(total), 1);
 }
 
 ALIAS(realloc) void *realloc(void *p, size_t size)
@@ -86,7 +94,7 @@ ALIAS(realloc) void *realloc(void *p, size_t size)
         free(p);
         return NULL;
     }
-    return sk_realloc(p, size < 16 ? 16 : size);
+    return sk_realloc(p, malloc_size(size));
 }
 
 ALIAS(reallocarray) void *reallocarray(void *p, size_t nmemb, size_t size)
@@ -101,7 +109,7 @@ ALIAS(reallocarray) void *reallocarray(void *p, size_t nmemb, size_t size)
 
 ALIAS(aligned_alloc) void *aligned_alloc(size_t align, size_t size)
 {
-    return sk_aligned_alloc(align, size < 16 ? 16 : size);
+    return sk_aligned_alloc(align, malloc_size(size));
 }
 
 ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
@@ -109,7 +117,7 @@ ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
     if (align < sizeof(void *) || (align & (align - 1)))
         return EINVAL;
     int saved = errno;
-    void *p = sk_aligned_alloc(align, size < 16 ? 16 : size);
+    void *p = sk_aligned_alloc(align, malloc_size(size));
     if (!p) {
         int e = errno == EINVAL ? EINVAL : ENOMEM;
         errno = saved;
@@ -126,7 +134,7 @@ ALIAS(memalign) void *memalign(size_t align, size_t size)
         align = (size_t)1 << (64 - __builtin_clzl(align));
     if (align == 0)
         align = 16;
-    return sk_aligned_alloc(align, size < 16 ? 16 : size);
+    return sk_aligned_alloc(align, malloc_size(size));
 }
 
 ALIAS(valloc) void *valloc(size_t size)
