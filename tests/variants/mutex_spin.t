@@ -4,34 +4,11 @@
 # $SK_BUILD/tests/slab and $SK_BUILD/tests/page whose name contains
 # "stress".  One TAP line per binary and setting; a failing run shows the
 # tail of its output as diagnostics.
-B=${SK_BUILD:-build}
-bins=
-for d in "$B/tests/slab" "$B/tests/page"; do
-    [ -d "$d" ] || continue
-    for f in "$d"/*stress*; do
-        [ -f "$f" ] && [ -x "$f" ] && bins="$bins $f"
-    done
-done
-if [ -z "$bins" ]; then
-    echo "1..0 # SKIP no allocator stress tests built"
-    exit 0
-fi
-n=0
-for f in $bins; do n=$((n + 2)); done
-echo "1..$n"
-i=0
-out=$(mktemp "${TMPDIR:-/tmp}/mutex_spin.XXXXXX") || exit 1
-trap 'rm -f "$out"' EXIT
+. "$(dirname "$0")/rerun.sh"
+want "$B"/tests/slab/*stress* "$B"/tests/page/*stress*
+plan 2 "no allocator stress tests built"
 for f in $bins; do
     for spin in 0 1; do
-        i=$((i + 1))
-        name=${f#"$B"/tests/}
-        if SLABKIT_OPTIONS=mutex_spin=$spin "$f" >"$out" 2>&1; then
-            echo "ok $i - $name with mutex_spin=$spin"
-        else
-            rc=$?
-            echo "not ok $i - $name with mutex_spin=$spin (exit $rc)"
-            tail -n 20 "$out" | sed 's/^/# /'
-        fi
+        check "$(name "$f") with mutex_spin=$spin" -- env SLABKIT_OPTIONS=mutex_spin=$spin "$f"
     done
 done

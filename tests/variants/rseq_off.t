@@ -8,39 +8,10 @@
 # fallback while glibc has rseq registered: mixing would race, so the
 # choice is glibc's, process-wide.)  A failing run shows the tail of its
 # output.
-B=${SK_BUILD:-build}
-bins=
-for f in "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/rseq_signals" "$B/tests/page/stress_pages" "$B/tests/page/pcp" "$B/tests/page/buddy"; do
-    [ -f "$f" ] && [ -x "$f" ] && bins="$bins $f"
-done
-if [ -d "$B/tests/slab" ]; then
-    for f in "$B/tests/slab"/*stress*; do
-        [ -f "$f" ] && [ -x "$f" ] && bins="$bins $f"
-    done
-fi
-if [ -z "$bins" ]; then
-    echo "1..0 # SKIP no per-CPU tests built"
-    exit 0
-fi
-n=0
-for f in $bins; do n=$((n + 1)); done
-echo "1..$n"
-out=$(mktemp "${TMPDIR:-/tmp}/rseq_off.XXXXXX") || exit 1
-trap 'rm -f "$out"' EXIT
-i=0
-check() {   # check NAME COMMAND...
-    name=$1
-    shift
-    i=$((i + 1))
-    if "$@" >"$out" 2>&1; then
-        echo "ok $i - $name"
-    else
-        rc=$?
-        echo "not ok $i - $name (exit $rc)"
-        tail -n 20 "$out" | sed 's/^/# /'
-    fi
-}
+. "$(dirname "$0")/rerun.sh"
+want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/rseq_signals" "$B/tests/page/stress_pages" \
+     "$B/tests/page/pcp" "$B/tests/page/buddy" "$B"/tests/slab/*stress*
+plan 1 "no per-CPU tests built"
 for f in $bins; do
-    check "${f#"$B"/tests/} with rseq off" env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$f"
+    check "$(name "$f") with rseq off" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$f"
 done
-

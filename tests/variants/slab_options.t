@@ -11,42 +11,19 @@
 #     and of tools/slabinfo; cache_api and slabinfo_format pass with it;
 #   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
 # One TAP line per run; a failing run shows the tail of its output.
-B=${SK_BUILD:-build}
+. "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
 if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
 echo "1..10"
-out=$(mktemp "${TMPDIR:-/tmp}/slab_options.XXXXXX") || exit 1
-trap 'rm -f "$out"' EXIT
-i=0
 
-# run DESCRIPTION [grep-pattern-that-must-appear] -- command...
-run() {
-    desc=$1
-    want=$2
-    shift 3
-    i=$((i + 1))
-    if "$@" >"$out" 2>&1; then
-        if [ -n "$want" ] && ! grep -q -- "$want" "$out"; then
-            echo "not ok $i - $desc (no '$want' in its output)"
-            tail -n 20 "$out" | sed 's/^/# /'
-        else
-            echo "ok $i - $desc"
-        fi
-    else
-        rc=$?
-        echo "not ok $i - $desc (exit $rc)"
-        grep -v '^ok ' "$out" | tail -n 20 | sed 's/^/# /'
-    fi
-}
-
-run "stress_cross_cpu with cpu_partial=0" "cpu_partial=0" -- \
+check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
-run "stress_cross_cpu with rseq off (lock fallback)" "via the lock fallback" -- \
+check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
-run "stress_cross_cpu with cpu_partial=0 and rseq off" "via the lock fallback" -- \
+check "stress_cross_cpu with cpu_partial=0 and rseq off" -e "via the lock fallback" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
 
 # objperslab of a kmalloc class from the slabinfo text, with and without
@@ -72,9 +49,9 @@ for reader in test tool; do
     done
 done
 
-run "cache_api with slab_reserved=64" "slab_reserved=64" -- \
+check "cache_api with slab_reserved=64" -e "slab_reserved=64" -- \
     env SLABKIT_OPTIONS=slab_reserved=64 "$S/cache_api"
-run "slabinfo_format with slab_reserved=64" "" -- \
+check "slabinfo_format with slab_reserved=64" -- \
     env SLABKIT_OPTIONS=slab_reserved=64 "$S/slabinfo_format"
 
 i=$((i + 1))
