@@ -175,7 +175,8 @@ static int zone_grow(struct zone *z)
     s->zone = z;
     s->node = (uint16_t)z->node;
     lock_acquire(&z->lock);
-    z->managed_pages += SLICE_PAGES;
+    /* Atomic: zone_grow reads it unlocked to choose the page size. */
+    __atomic_store_n(&z->managed_pages, z->managed_pages + SLICE_PAGES, __ATOMIC_RELAXED);
     zone_insert(z, (struct sk_page *)s->pages, SK_MAX_ORDER, true, 0);
     lock_release(&z->lock);
     return 0;

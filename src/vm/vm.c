@@ -305,7 +305,7 @@ static void publish(struct vm_slice *s)
     if (vm_all)
         vm_all->prev = s;
     __atomic_store_n(&vm_all, s, __ATOMIC_RELEASE);
-    vm_bytes += s->size;
+    __atomic_store_n(&vm_bytes, vm_bytes + s->size, __ATOMIC_RELAXED);   /* read unlocked */
     for (uint32_t i = 0; i < s->nr_slices; i++)
         __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], s, __ATOMIC_RELEASE);
     spin_unlock(&vm_lock);
@@ -395,7 +395,7 @@ static void run_free(struct vm_slice *s)
         __atomic_store_n(&vm_all, s->next, __ATOMIC_RELEASE);
     if (s->next)
         s->next->prev = s->prev;
-    vm_bytes -= s->size;
+    __atomic_store_n(&vm_bytes, vm_bytes - s->size, __ATOMIC_RELAXED);
     spin_unlock(&vm_lock);
     if (s->region == VM_NO_REGION) {
         os_unmap((void *)s->base, s->size);
