@@ -55,12 +55,12 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
     if (cap > CPU_ARRAY_MAX)
         cap = CPU_ARRAY_MAX;
     cpu_arrays_t tab = mem;
-    for (int i = 0; i <= cpu_nr_ids; i++) {
-        struct cpu_array *a = cpu_array_at(tab, i);
-        a->word = 0;
-        a->cap = i < cpu_nr_ids ? cap : 0;   /* the last: the dummy slot */
-        a->sentinel = NULL;
-    }
+    /* The memory is zero: word 0, cap 0 and a NULL sentinel already; with
+     * cap 0 (slab caches: cpu_array_ready sets it on first use) nothing
+     * needs writing. */
+    if (cap)
+        for (int i = 0; i < cpu_nr_ids; i++)    /* the last: the dummy slot */
+            cpu_array_at(tab, i)->cap = cap;
     return tab;
 }
 
