@@ -91,10 +91,10 @@ extern struct vm_slice *vm_slice_map[VM_MAP_ENTRIES] SK_INTERNAL;
 
 static inline struct vm_slice *vm_slice_of(const void *p)
 {
-    uintptr_t a = (uintptr_t)p;
-    if (unlikely(a >> VM_ADDR_BITS))
+    uintptr_t i = (uintptr_t)p >> SLICE_SHIFT;   /* one shift serves both */
+    if (unlikely(i >= VM_MAP_ENTRIES))
         return NULL;
-    return __atomic_load_n(&vm_slice_map[a >> SLICE_SHIFT], __ATOMIC_RELAXED);
+    return __atomic_load_n(&vm_slice_map[i], __ATOMIC_RELAXED);
 }
 
 /* Descriptor bytes per page that headers are sized for (struct sk_page). */
