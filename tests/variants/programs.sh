@@ -4,6 +4,9 @@
 #   ok RC NAME      one TAP line, numbered, passing when RC is 0
 #   served FILE     FILE holds slabkit's exit-time slabinfo with objects in it
 #   show FILE [N]   the first N (15) lines of FILE as TAP comments
+#   in_workdir NAME bail out unless the library is built; then make a
+#                   temporary directory T (/tmp/slabkit-NAME.*, removed at
+#                   exit) and cd into it
 B=${SK_BUILD:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 LIB=$B/libslabkit.so
 n=0
@@ -14,3 +17,9 @@ served() {
          END { exit !(h && s) }' "$1"
 }
 show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+in_workdir() {
+    [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
+    T=$(mktemp -d "/tmp/slabkit-$1.XXXXXX") || exit 1
+    trap 'rm -rf "$T"' EXIT
+    cd "$T" || exit 1
+}

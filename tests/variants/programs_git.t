@@ -9,10 +9,7 @@ set -u
 . "$(dirname "$0")/programs.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git is not installed"; exit 0; }
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
-T=$(mktemp -d /tmp/slabkit-git.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir git
 echo "1..10"
 
 # No user or system configuration; fixed identities and dates.

@@ -17,12 +17,9 @@ set -u
 . "$(dirname "$0")/programs.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
 CC=${CC:-cc}
 command -v "$CC" >/dev/null 2>&1 || { echo "1..0 # SKIP no C compiler"; exit 0; }
-T=$(mktemp -d /tmp/slabkit-linked.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir linked
 echo "1..17"
 
 cat >early.c <<'EOF'

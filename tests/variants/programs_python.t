@@ -9,12 +9,9 @@ set -u
 . "$(dirname "$0")/programs.sh"
 
 command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 is not installed"; exit 0; }
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
 # The interpreter itself, not a pyenv shim script in front of it.
 PY=$(python3 -c 'import sys; print(sys.executable)') || PY=python3
-T=$(mktemp -d /tmp/slabkit-python.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir python
 echo "1..6"
 
 # 1-3: the regression tests.  Only the top process prints slabinfo: the

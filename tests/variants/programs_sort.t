@@ -13,10 +13,7 @@ set -u
 . "$(dirname "$0")/programs.sh"
 
 command -v sort >/dev/null 2>&1 || { echo "1..0 # SKIP sort is not installed"; exit 0; }
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
-T=$(mktemp -d /tmp/slabkit-sort.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir sort
 LC_ALL=C
 export LC_ALL
 echo "1..6"

@@ -8,10 +8,7 @@ set -u
 . "$(dirname "$0")/programs.sh"
 
 command -v sqlite3 >/dev/null 2>&1 || { echo "1..0 # SKIP sqlite3 is not installed"; exit 0; }
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
-T=$(mktemp -d /tmp/slabkit-sqlite.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir sqlite
 echo "1..5"
 
 cat >build.sql <<'EOF'

@@ -19,10 +19,7 @@
 set -u
 . "$(dirname "$0")/programs.sh"
 
-[ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
-T=$(mktemp -d /tmp/slabkit-tools.XXXXXX) || exit 1
-trap 'rm -rf "$T"' EXIT
-cd "$T" || exit 1
+in_workdir tools
 LC_ALL=C
 export LC_ALL
 echo "1..9"
