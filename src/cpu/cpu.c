@@ -120,12 +120,12 @@ static int push_locked(cpu_arrays_t tab, void *obj)
     struct cpu_array *a = locked_array(tab);
     int r = 0;
     unsigned n = (unsigned)a->word & 0xffff;
-    if (n < a->cap) {
+    if (n < __atomic_load_n(&a->cap, __ATOMIC_RELAXED)) {
         if ((&a->sentinel)[n] == obj)      /* objs[n - 1] */
             r = -1;
         else {
-            a->objs[n] = obj;
-            a->word += CPU_OP_PUSH;
+            __atomic_store_n(&a->objs[n], obj, __ATOMIC_RELAXED);
+            __atomic_store_n(&a->word, a->word + CPU_OP_PUSH, __ATOMIC_RELAXED);
             r = 1;
         }
     }
@@ -162,7 +162,7 @@ static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
         n = 0;
     unsigned k = n < max ? n : max;
     memcpy(buf, &a->objs[n - k], k * sizeof(void *));
-    a->word -= k;
+    __atomic_store_n(&a->word, a->word - k, __ATOMIC_RELAXED);
     spin_unlock(&a->lock);
     return k;
 }
@@ -171,10 +171,12 @@ static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 {
     struct cpu_array *a = locked_array(tab);
     unsigned cnt = (unsigned)a->word & 0xffff;
-    unsigned room = cnt < a->cap ? a->cap - cnt : 0;
+    unsigned cap = __atomic_load_n(&a->cap, __ATOMIC_RELAXED);
+    unsigned room = cnt < cap ? cap - cnt : 0;
     unsigned m = n < room ? n : room;
-    memcpy(&a->objs[cnt], buf, m * sizeof(void *));
-    a->word += m;
+    for (unsigned i = 0; i < m; i++)
+        __atomic_store_n(&a->objs[cnt + i], buf[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&a->word, a->word + m, __ATOMIC_RELAXED);
     spin_unlock(&a->lock);
     return m;
 }
@@ -315,7 +317,7 @@ unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
         n = (unsigned)a->word & CPU_ARRAY_COUNT;
         k = n < max ? n : max;
         memcpy(buf, &a->objs[n - k], k * sizeof(void *));
-        a->word -= k;
+        __atomic_store_n(&a->word, a->word - k, __ATOMIC_RELAXED);
     }
     spin_unlock(&a->lock);
     return k;

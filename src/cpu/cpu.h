@@ -223,7 +223,7 @@ fallback:
         bool got = n - 1 < CPU_ARRAY_COUNT;
         if (likely(got)) {
             *obj = a->objs[n - 1];
-            a->word = w + CPU_OP_POP;
+            __atomic_store_n(&a->word, w + CPU_OP_POP, __ATOMIC_RELAXED);
         }
         spin_unlock(&a->lock);
         return got;
@@ -255,10 +255,10 @@ fallback:
             return false;
         uint64_t w = a->word;
         unsigned n = (unsigned)w & 0xffff;
-        bool ok = n < a->cap && (&a->sentinel)[n] != obj;   /* objs[n - 1] */
+        bool ok = n < __atomic_load_n(&a->cap, __ATOMIC_RELAXED) && (&a->sentinel)[n] != obj;   /* objs[n - 1] */
         if (likely(ok)) {
-            a->objs[n] = obj;
-            a->word = w + CPU_OP_PUSH;
+            __atomic_store_n(&a->objs[n], obj, __ATOMIC_RELAXED);
+            __atomic_store_n(&a->word, w + CPU_OP_PUSH, __ATOMIC_RELAXED);
         }
         spin_unlock(&a->lock);
         return ok;
@@ -271,7 +271,7 @@ static inline bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
 {
     const struct cpu_array *a = cpu_array_at(tab, cpu_current());
     unsigned n = cpu_array_len(a);
-    return n > 0 && n <= a->cap && __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
+    return n > 0 && n <= __atomic_load_n(&a->cap, __ATOMIC_RELAXED) && __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
 }
 
 /* The full operations, for slow paths: they also assign a fallback slot.

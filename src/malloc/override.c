@@ -65,7 +65,8 @@ ALIAS(malloc) void *malloc(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX)) {
         void *obj;
-        if (likely(cpu_pop_fast(kmalloc_arrays16[(size + 15) >> 4], &obj)))
+        /* Acquire: kmalloc_init publishes the entry after its cache. */
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj)))
             return obj;
     }
     return malloc_slow(size);

@@ -597,7 +597,7 @@ void page_drain_pcp(void)
 
 size_t page_reclaim(uint64_t age_ms, bool drain)
 {
-    if (!page_ready)
+    if (!__atomic_load_n(&page_ready, __ATOMIC_ACQUIRE))
         return 0;
     if (drain)
         page_drain_pcp();

@@ -26,11 +26,16 @@ static const uint32_t class_sizes[] = {
     2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
     10240, 12288, 14336, 16384, 20480, 24576, 28672, 32768,
 };
-_Static_assert(SK_ARRAY_SIZE(class_sizes) <= KMALLOC_NR_CLASSES, "too many classes");
+_Static_assert(SK_ARRAY_SIZE(class_sizes) < KMALLOC_NR_CLASSES, "too many classes (the last slot stays empty)");
 
 struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES];
 cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 1] = cpu_empty_arrays };
-uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1];
+/* Until kmalloc_init fills it, every entry names a slot past the last class,
+ * whose arrays stay empty: a thread that reads an entry while another
+ * thread initialises takes the slow path, which waits for the init. */
+uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] = {
+    [0 ... KMALLOC_SMALL_MAX / 8] = KMALLOC_NR_CLASSES - 1
+};
 cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
     [0 ... KMALLOC_SMALL_MAX / 16] = cpu_empty_arrays
 };
@@ -59,10 +64,10 @@ void kmalloc_init(void)
         size_t size = (size_t)i * 8;
         while (class_sizes[cls] < size)
             cls++;
-        kmalloc_small_index[i] = (uint8_t)cls;
+        __atomic_store_n(&kmalloc_small_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
     }
     /* Size 0 gets the smallest malloc-aligned class, like glibc. */
-    kmalloc_small_index[0] = 1;
+    __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
         size_t size = i ? (size_t)i * 16 : 16;
         __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
@@ -176,7 +181,8 @@ void *sk_malloc(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX)) {
         void *obj;
-        if (likely(cpu_pop_fast(kmalloc_arrays[kmalloc_small_index[(size + 7) >> 3]], &obj)))
+        unsigned i = __atomic_load_n(&kmalloc_small_index[(size + 7) >> 3], __ATOMIC_RELAXED);
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj)))
             return obj;
     }
     return kmalloc_slow(size);
