@@ -105,6 +105,9 @@ void slab_free_slow(struct slab_cache *c, void *obj);
 int slab_shrink(struct slab_cache *c);
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
+/* The list of caches, unlocked: only for a single-threaded walk (the fork
+ * child); everyone else uses slab_for_each_cache, which holds cache_lock
+ * (sk_cache_destroy unlinks and recycles caches under it). */
 struct slab_cache *slab_caches(void);
 /* Call fn for each cache with the list held still (a destroyed cache's
  * metadata is reused by the next create). */

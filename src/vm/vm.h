@@ -108,7 +108,9 @@ struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size);
  * its header has one descriptor (pages[0]). */
 struct vm_slice *vm_direct_new(size_t size, size_t desc_size);
 void vm_direct_free(struct vm_slice *s);
-/* Every slice made so far (newest first). */
+/* Every slice made so far (newest first), unlocked: only for walks that no
+ * other thread can race (the fork child, single-threaded tests); slices
+ * given back are unlinked and their headers reused under vm_lock. */
 struct vm_slice *vm_slices(void);
 /* Bytes of address space reserved, and slices by kind. */
 size_t vm_reserved_bytes(void);
