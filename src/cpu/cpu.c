@@ -70,8 +70,31 @@ void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
     if (cpu >= cpu_nr_ids || tab == cpu_empty_arrays)
         return;
     struct cpu_array *a = cpu_array_at(tab, cpu);
-    if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
+    if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) != 0)
+        return;
+    /* Set under the array's lock: the fallback reads cap under it. */
+    spin_lock(&a->lock);
+    if (a->cap == 0)
         __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
+    spin_unlock(&a->lock);
+}
+
+bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
+{
+    struct cpu_array *a = cpu_array_at(tab, cpu_current());
+    if (!cpu_use_rseq) {
+        /* Threads share a fallback slot: look under its lock. */
+        spin_lock(&a->lock);
+        unsigned n = (unsigned)a->word & 0xffff;
+        bool top = n > 0 && n <= a->cap && a->objs[n - 1] == obj;
+        spin_unlock(&a->lock);
+        return top;
+    }
+    /* Only a thread on this CPU changes its array: a peek that is true
+     * only if obj really is on top. */
+    unsigned n = cpu_array_len(a);
+    return n > 0 && n <= __atomic_load_n(&a->cap, __ATOMIC_RELAXED) &&
+           __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
 }
 
 int cpu_current(void)
@@ -120,11 +143,11 @@ static int push_locked(cpu_arrays_t tab, void *obj)
     struct cpu_array *a = locked_array(tab);
     int r = 0;
     unsigned n = (unsigned)a->word & 0xffff;
-    if (n < __atomic_load_n(&a->cap, __ATOMIC_RELAXED)) {
+    if (n < a->cap) {
         if ((&a->sentinel)[n] == obj)      /* objs[n - 1] */
             r = -1;
         else {
-            __atomic_store_n(&a->objs[n], obj, __ATOMIC_RELAXED);
+            a->objs[n] = obj;
             __atomic_store_n(&a->word, a->word + CPU_OP_PUSH, __ATOMIC_RELAXED);
             r = 1;
         }
@@ -171,11 +194,9 @@ static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 {
     struct cpu_array *a = locked_array(tab);
     unsigned cnt = (unsigned)a->word & 0xffff;
-    unsigned cap = __atomic_load_n(&a->cap, __ATOMIC_RELAXED);
-    unsigned room = cnt < cap ? cap - cnt : 0;
+    unsigned room = cnt < a->cap ? a->cap - cnt : 0;
     unsigned m = n < room ? n : room;
-    for (unsigned i = 0; i < m; i++)
-        __atomic_store_n(&a->objs[cnt + i], buf[i], __ATOMIC_RELAXED);
+    memcpy(&a->objs[cnt], buf, m * sizeof(void *));
     __atomic_store_n(&a->word, a->word + m, __ATOMIC_RELAXED);
     spin_unlock(&a->lock);
     return m;

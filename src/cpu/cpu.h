@@ -255,9 +255,9 @@ fallback:
             return false;
         uint64_t w = a->word;
         unsigned n = (unsigned)w & 0xffff;
-        bool ok = n < __atomic_load_n(&a->cap, __ATOMIC_RELAXED) && (&a->sentinel)[n] != obj;   /* objs[n - 1] */
+        bool ok = n < a->cap && (&a->sentinel)[n] != obj;   /* objs[n - 1] */
         if (likely(ok)) {
-            __atomic_store_n(&a->objs[n], obj, __ATOMIC_RELAXED);
+            a->objs[n] = obj;
             __atomic_store_n(&a->word, w + CPU_OP_PUSH, __ATOMIC_RELAXED);
         }
         spin_unlock(&a->lock);
@@ -265,14 +265,9 @@ fallback:
     }
 }
 
-/* Is obj the top of this CPU's array (so: free)?  A racy peek, for the
- * double-free checks of realloc: true only if obj really is on top. */
-static inline bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
-{
-    const struct cpu_array *a = cpu_array_at(tab, cpu_current());
-    unsigned n = cpu_array_len(a);
-    return n > 0 && n <= __atomic_load_n(&a->cap, __ATOMIC_RELAXED) && __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
-}
+/* Is obj the top of this CPU's array (so: free)?  For the double-free
+ * check of realloc: true only if obj really is on top. */
+bool cpu_array_top_is(cpu_arrays_t tab, const void *obj);
 
 /* The full operations, for slow paths: they also assign a fallback slot.
  * cpu_push: 1 pushed, 0 full or no array, -1 obj already on top. */
