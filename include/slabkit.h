@@ -104,6 +104,8 @@ enum sk_stat_item {
     SK_FREE_SLAB,           /* empty slab given back */
     SK_CMPXCHG_FAIL,        /* double-width cmpxchg retries */
     SK_REMOTE_DRAIN,        /* remote drains of another CPU's array */
+    SK_BARN_PUT,            /* flushes that left their batch in the node's barn */
+    SK_BARN_GET,            /* refills served from the barn */
     SK_STAT_NR
 };
 SK_API extern const char *const sk_stat_names[SK_STAT_NR];
@@ -118,6 +120,7 @@ struct sk_cache_info {
     unsigned reserved;        /* slab_reserved header bytes */
     unsigned cpu_partial;     /* objects kept on a CPU's partial list */
     unsigned array_capacity;  /* per-CPU array size */
+    unsigned batch;           /* objects per refill / flush */
     unsigned long active_objs;   /* allocated (counting per-CPU arrays) */
     unsigned long num_objs;
     unsigned long active_slabs;  /* slabs holding at least one object */
@@ -125,6 +128,8 @@ struct sk_cache_info {
     unsigned long partial_slabs; /* on node partial lists */
     unsigned long cpu_partial_slabs;
     unsigned long array_objs;    /* objects sitting in per-CPU arrays */
+    unsigned long barn_objs;     /* free objects in the nodes' barns */
+    unsigned barn_capacity;      /* objects a node's barn holds (0: off) */
     unsigned long stat[SK_STAT_NR];
 };
 /* Fill `info` for the cache named `name` (e.g. "kmalloc-64"): 0, or -1. */

@@ -8,7 +8,8 @@
  *    its CPU, or by a drainer that holds its lock AND has published
  *    CPU_ARRAY_LOCKED in count AND has seen a membarrier(RSEQ) on that CPU
  *    complete after publishing it (so no sequence that read the old count
- *    can still commit).
+ *    can still commit).  Where membarrier cannot be registered, a drainer
+ *    instead moves onto that CPU and pops with an rseq sequence there.
  *  - In fallback mode an array is modified only under its lock.
  * Lock order: an array lock is a leaf; nothing else is taken inside it.
  */
@@ -18,6 +19,10 @@
 #include "cpu/cpu.h"
 
 bool cpu_use_rseq;
+/* membarrier(PRIVATE_EXPEDITED_RSEQ) registered: remote drains can fence
+ * another CPU's sequences.  Without it (kernels before 5.10, a seccomp
+ * profile) a drain visits the CPU instead. */
+static bool cpu_membarrier_ok;
 int cpu_nr_ids = 1;
 
 /* Before init every cache points at these: always empty, always full. */
@@ -38,11 +43,15 @@ void cpu_init(void)
     cpu_use_rseq = false;     /* TSan cannot see the restart guarantee */
 #else
     int id = (int)cpu_rseq_area()->cpu_id;
-    cpu_use_rseq = __rseq_size >= 20 && id >= 0 && os_membarrier_register_rseq() == 0;
+    /* The sequences run whenever a thread's rseq is registered (the asm
+     * checks nothing else), so registration alone decides the mode. */
+    cpu_use_rseq = __rseq_size >= 20 && id >= 0;
+    cpu_membarrier_ok = cpu_use_rseq && os_membarrier_register_rseq() == 0;
 #endif
     if (sk_opt.verbose)
         os_warn("%d CPU ids, per-CPU arrays via %s", cpu_nr_ids,
-                cpu_use_rseq ? "rseq" : "per-CPU locks (rseq not registered)");
+                !cpu_use_rseq ? "per-CPU locks (rseq not registered)"
+                : cpu_membarrier_ok ? "rseq" : "rseq (no membarrier: remote drains visit the CPU)");
 }
 
 size_t cpu_arrays_bytes(void)
@@ -312,11 +321,27 @@ uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
  * bit after the membarrier, and repeat until it survived one.  From then
  * on every sequence on that CPU sees the bit and bails out.
  */
+/* Without membarrier: run on that CPU for a moment and pop there (an rseq
+ * pop is correct on whichever CPU it lands).  -1: may not run there. */
+static SK_NOINLINE unsigned drain_by_visit(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
+{
+    if (cpu == cpu_current())
+        return cpu_pop_batch(tab, buf, max);
+    struct os_cpus saved;
+    if (os_visit_cpu(cpu, &saved) != 0)
+        return 0;
+    unsigned k = cpu_current() == cpu ? cpu_pop_batch(tab, buf, max) : 0;
+    os_restore_cpus(&saved);
+    return k;
+}
+
 unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
 {
     struct cpu_array *a = cpu_array_at(tab, cpu);
     if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
         return 0;
+    if (cpu_use_rseq && !cpu_membarrier_ok)
+        return drain_by_visit(tab, cpu, buf, max);
     spin_lock(&a->lock);
     unsigned n, k;
     if (cpu_use_rseq) {

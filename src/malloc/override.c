@@ -32,7 +32,25 @@ static void fork_child(void);
  * such as coreutils close stderr in an atexit handler, before we run. */
 static int exit_fd = -1;
 
-/* Registered from the first slow path after initialisation. */
+/* The fork repair, registered once: when the library is loaded (a
+ * program may never call malloc itself: calloc, posix_memalign or the sk_*
+ * API only), and from the first slow path in case that comes first. */
+static void atfork_register(void)
+{
+    static int done;
+    int expect = 0;
+    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE) ||
+        !__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    pthread_atfork(NULL, NULL, fork_child);   /* no prepare: see above */
+}
+
+__attribute__((constructor)) static void malloc_layer_load(void)
+{
+    atfork_register();
+}
+
+/* Called from the first slow path after initialisation. */
 static void malloc_layer_init(void)
 {
     static int done;
@@ -41,7 +59,7 @@ static void malloc_layer_init(void)
     int expect = 0;
     if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    pthread_atfork(NULL, NULL, fork_child);   /* no prepare: see above */
+    atfork_register();
     if (sk_opt.slabinfo_at_exit)
         exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
@@ -203,7 +221,9 @@ static bool lock_was_held(lock_t *l)
 
 static void reset_arrays(cpu_arrays_t tab)
 {
-    if (tab == cpu_empty_arrays)
+    /* NULL: the page layer is not set up yet (the handler is registered
+     * at load; a program may fork before its first allocation). */
+    if (!tab || tab == cpu_empty_arrays)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
         struct cpu_array *a = cpu_array_at(tab, cpu);
@@ -244,6 +264,9 @@ static void fork_child(void)
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
             }
             lock_reset(&nd->list_lock);
+            if (lock_was_held(&nd->barn.lock))
+                nd->barn.count = 0;     /* caught mid-copy: leak its objects */
+            lock_reset(&nd->barn.lock);
         }
     }
 }

@@ -187,6 +187,26 @@ int os_getcpu(void)
     return c < 0 ? 0 : c;
 }
 
+_Static_assert(sizeof(struct os_cpus) <= sizeof(cpu_set_t), "os_cpus fits a cpu_set_t");
+
+int os_visit_cpu(int cpu, struct os_cpus *saved)
+{
+    cpu_set_t *old = (cpu_set_t *)saved, one;
+    size_t size = sizeof *saved;
+    if (cpu < 0 || cpu >= CPU_MAX_IDS_OS || sched_getaffinity(0, size, old) != 0 || !CPU_ISSET_S(cpu, size, old))
+        return -1;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+        return -1;
+    return 0;   /* the kernel has moved us before sched_setaffinity returns */
+}
+
+void os_restore_cpus(const struct os_cpus *saved)
+{
+    sched_setaffinity(0, sizeof *saved, (const cpu_set_t *)saved);
+}
+
 uint64_t os_now_ns(void)
 {
     struct timespec ts;

@@ -71,6 +71,14 @@ int os_membarrier_rseq_cpu(int cpu);
 int os_nr_cpu_ids(void);        /* highest possible CPU id + 1 */
 int os_nr_online_cpus(void);
 int os_getcpu(void);            /* current CPU via sched_getcpu, 0 on error */
+/* A thread's CPU affinity (CPUs 0..1023), saved while it visits one CPU. */
+#define CPU_MAX_IDS_OS 1024
+struct os_cpus { unsigned long bits[CPU_MAX_IDS_OS / (8 * sizeof(unsigned long))]; };
+/* Move the calling thread onto `cpu`, saving its affinity in *saved: 0 once
+ * it runs there, -1 if it may not (its affinity excludes cpu; nothing
+ * changed then). */
+int os_visit_cpu(int cpu, struct os_cpus *saved);
+void os_restore_cpus(const struct os_cpus *saved);
 uint64_t os_now_ns(void);       /* CLOCK_MONOTONIC */
 uint64_t os_now_ms_coarse(void); /* CLOCK_MONOTONIC_COARSE, for aging */
 uint64_t os_random64(void);     /* getrandom, falls back to time ^ address */
@@ -92,6 +100,7 @@ struct sk_options {
     long pcp;                /* per-CPU page lists on/off */
     long slice_mask_cache;   /* keep slice masks, or recompute per request */
     long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
+    long barn;               /* the node's barn of full batches on/off */
     long mutex_spin;         /* sk_mutex optimistic spinning on/off */
     long huge_slices;        /* dense memory in 2 MiB huge-page slices */
     long slabinfo_at_exit;   /* print slabinfo when the process exits */

@@ -194,9 +194,21 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->min_partial = mp;
     if (c->cpu_partial_slabs > (8u >> c->order))
         c->cpu_partial_slabs = 8u >> c->order;
+    /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
+     * memory it may keep from the slabs), none where not one batch fits. */
+    unsigned barn = 0;
+    if (sk_opt.barn) {
+        unsigned most = SLAB_BARN_MAX / c->batch * c->batch;
+        barn = SLAB_BARN_BYTES / c->size / c->batch * c->batch;
+        if (barn > most)
+            barn = most;
+    }
     for (int n = 0; n < MAX_NUMNODES; n++) {
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
+        lock_reset(&c->node[n].barn.lock);
+        c->node[n].barn.cap = barn;
+        c->node[n].barn.wanted_by = -1;
     }
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
@@ -227,15 +239,23 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cache_free_list = c->next;
     lock_release(&cache_lock);
     struct slab_cpu *cpu;
+    void **barn[MAX_NUMNODES];
     if (c) {
         cpu = c->cpu;
+        for (int n = 0; n < MAX_NUMNODES; n++)
+            barn[n] = c->node[n].barn.objs;
         memset(c, 0, sizeof *c + cpu_arrays_bytes());
         memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
         c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
         cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
+        /* Touched only as far as a barn fills: untouched pages cost no RSS. */
+        for (int n = 0; n < MAX_NUMNODES; n++)
+            barn[n] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *));
     }
     c->cpu = cpu;
+    for (int n = 0; n < MAX_NUMNODES; n++)
+        c->node[n].barn.objs = barn[n];
     cache_setup(c, name, size, align, flags, ctor, kmalloc);
     cache_publish(c);
     return c;
@@ -347,5 +367,11 @@ size_t sk_cache_object_size(const sk_cache_t *cache)
 
 void slab_atfork_child(void)
 {
+    /* A thread caught carving metadata: abandon its chunk (the next
+     * create maps a new one). */
+    if (spin_is_locked(&meta_lock)) {
+        meta_next = meta_end = NULL;
+        spin_unlock(&meta_lock);
+    }
     lock_reset(&cache_lock);
 }

@@ -1,13 +1,19 @@
 /*
  * slab.c — SLUB slab caches: refill and flush of the per-CPU object arrays,
- * per-CPU partial lists in front of the node partial lists, slab creation
- * and destruction, shrinking.
+ * the node's barn of full batches, per-CPU partial lists in front of the
+ * node partial lists, slab creation and destruction, shrinking.
+ *
+ * Refill order: the node's barn (a batch another CPU flushed), then this
+ * CPU's slab, its partial list, the node partial list, a new slab.  Flush:
+ * into the barn while another CPU is refilling, else back to the slabs.
  *
  * Lock order:
  *   1. slab_cpu->lock     (per cache per CPU; an sk_mutex: its holder may
  *                          be preempted between refill steps)
  *   2. slab_node->list_lock (an sk_mutex)
  *   3. zone->lock         (page allocator, below)
+ * slab_node->barn.lock (an sk_mutex) is a leaf, held only to copy a batch
+ * of pointers in or out, never with another slab lock.
  * No lock is held across a per-CPU array operation that could block.
  *
  * Slab states and who may change what (the SLUB protocol):
@@ -57,16 +63,27 @@ static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_p
     return next;
 }
 
+/* This CPU's index into c->cpu[]: cpu_current(), except for a thread with
+ * no rseq of its own in an rseq process, which cpu_current() gives the
+ * dummy array slot (cpu_nr_ids), one past c->cpu[]: it borrows the slow-
+ * path state of the CPU it runs on (all of it is under its lock or
+ * atomic, so any valid index is safe). */
+static inline int slab_cpu_id(void)
+{
+    int id = cpu_current();
+    return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
+}
+
 /* ---- statistics ---- */
 
 static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
 {
-    __atomic_fetch_add(&c->cpu[cpu_current()].stat[item], v, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->cpu[slab_cpu_id()].stat[item], v, __ATOMIC_RELAXED);
 }
 #define stat(c, item) stat_add(c, item, 1)
 /* The books the fast-path counters are derived from. */
 #define book(c, field, v) \
-    __atomic_fetch_add(&(c)->cpu[cpu_current()].field, (unsigned long)(v), __ATOMIC_RELAXED)
+    __atomic_fetch_add(&(c)->cpu[slab_cpu_id()].field, (unsigned long)(v), __ATOMIC_RELAXED)
 
 /* ---- the (freelist, counters) pair ---- */
 
@@ -300,7 +317,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
  * the number of empty slabs given back when the list overflowed. */
 static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
-    struct slab_cpu *sc = &c->cpu[cpu_current()];
+    struct slab_cpu *sc = &c->cpu[slab_cpu_id()];
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
     pg->slab.next = sc->partial;
@@ -397,6 +414,56 @@ static int flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
     return freed;
 }
 
+/* ---- the barn ---- */
+
+/* Leave n objects flushed on `cpu` in the barn, if another CPU has asked
+ * for objects since the barn was last found full, and all n fit: whether
+ * it took them.  A full barn means nobody is taking: it stops accepting
+ * until the next refill elsewhere, so an idle consumer strands at most
+ * one barn of objects (freed by shrink, trim, or its next refill). */
+static bool barn_put(struct slab_cache *c, int cpu, void **objs, unsigned n)
+{
+    struct slab_barn *b = &c->node[0].barn;
+    int by = __atomic_load_n(&b->wanted_by, __ATOMIC_RELAXED);
+    if (by < 0 || by == cpu)
+        return false;
+    if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) + n > b->cap) {
+        __atomic_store_n(&b->wanted_by, -1, __ATOMIC_RELAXED);
+        return false;
+    }
+    lock_acquire(&b->lock);
+    bool ok = b->count + n <= b->cap;
+    if (ok) {
+        memcpy(b->objs + b->count, objs, n * sizeof *objs);
+        __atomic_store_n(&b->count, b->count + n, __ATOMIC_RELAXED);
+    }
+    lock_release(&b->lock);
+    if (ok)
+        stat(c, SK_BARN_PUT);
+    return ok;
+}
+
+/* Up to `want` objects for a refill on `cpu`, the last left first. */
+static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned want)
+{
+    struct slab_barn *b = &c->node[0].barn;
+    if (!b->cap)
+        return 0;
+    /* This CPU asks: flushes on the others may fill the barn for it. */
+    if (__atomic_load_n(&b->wanted_by, __ATOMIC_RELAXED) != cpu)
+        __atomic_store_n(&b->wanted_by, cpu, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&b->count, __ATOMIC_RELAXED))
+        return 0;
+    lock_acquire(&b->lock);
+    unsigned n = b->count < want ? b->count : want;
+    memcpy(objs, b->objs + b->count - n, n * sizeof *objs);
+    __atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+    lock_release(&b->lock);
+    if (n)
+        stat(c, SK_BARN_GET);
+    return n;
+}
+
 /* ---- refill (alloc slow path) ---- */
 
 void *slab_alloc_slow(struct slab_cache *c)
@@ -410,8 +477,11 @@ void *slab_alloc_slow(struct slab_cache *c)
         return first;
     }
     void *buf[SLAB_BATCH_MAX];
-    unsigned want = c->batch, n = 0;
-    struct slab_cpu *sc = &c->cpu[cpu_current()];
+    int cpu = slab_cpu_id();
+    unsigned want = c->batch, n = barn_get(c, cpu, buf, want);
+    if (n)
+        goto refilled;
+    struct slab_cpu *sc = &c->cpu[cpu];
     lock_acquire(&sc->lock);
     while (n < want) {
         if (sc->freelist) {
@@ -455,6 +525,7 @@ void *slab_alloc_slow(struct slab_cache *c)
         errno = ENOMEM;
         return NULL;
     }
+refilled:;
     /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
      * ... in address order. */
     void *obj = buf[0];
@@ -496,7 +567,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
         book(c, batch_in, 1);
     else
         buf[n++] = obj;
-    if (n) {
+    if (n && !barn_put(c, slab_cpu_id(), buf, n)) {
         stat(c, SK_ARRAY_FLUSH);
         flush_to_slabs(c, buf, n);
     }
@@ -559,6 +630,19 @@ int slab_shrink(struct slab_cache *c)
             freed += flush_to_slabs(c, buf, n);
         }
     }
+    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+        struct slab_barn *b = &c->node[nid].barn;
+        unsigned n;
+        do {
+            lock_acquire(&b->lock);
+            n = b->count < SLAB_BATCH_MAX ? b->count : SLAB_BATCH_MAX;
+            memcpy(buf, b->objs + b->count - n, n * sizeof *buf);
+            __atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
+            lock_release(&b->lock);
+            if (n)
+                freed += flush_to_slabs(c, buf, n);
+        } while (n);
+    }
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         lock_acquire(&sc->lock);
@@ -603,6 +687,7 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     info->reserved = c->reserved;
     info->cpu_partial = c->cpu_partial;
     info->array_capacity = c->array_cap;
+    info->batch = c->batch;
     unsigned long free_objs = 0, empty_slabs = 0;
     uint64_t ops = 0, in = 0, out = 0, slow_pops = 0, slow_pushes = 0;
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
@@ -643,8 +728,10 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->num_slabs += __atomic_load_n(&n->nr_slabs, __ATOMIC_RELAXED);
         info->num_objs += __atomic_load_n(&n->total_objects, __ATOMIC_RELAXED);
         lock_release(&n->list_lock);
+        info->barn_objs += __atomic_load_n(&n->barn.count, __ATOMIC_RELAXED);
+        info->barn_capacity = n->barn.cap;
     }
-    free_objs += info->array_objs;
+    free_objs += info->array_objs + info->barn_objs;
     info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
     /* Fast paths count nothing themselves: every single pop or push bumps
      * its array's ops in the same commit that moves count (src/cpu).  With

@@ -50,6 +50,26 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
     unsigned long batch_in, batch_out, slow_pops, slow_pushes;
 } __attribute__((aligned(CACHE_LINE)));
 
+/*
+ * The barn (the kernel's name, from its per-CPU sheaves): full batches of
+ * free objects that one CPU flushed for another CPU of the node to refill
+ * from, so objects freed on one CPU and wanted on another move as a batch
+ * of pointers instead of each going back to its slab and out again.  A
+ * bounded LIFO stack of objects.  A flush puts its batch there only while
+ * another CPU is asking (it refilled since the barn was last found full):
+ * on one CPU the barn would only park memory the slabs could give back.
+ */
+struct slab_barn {
+    lock_t lock;                  /* count and objs[] */
+    unsigned count;               /* objects in objs[] (peeked unlocked) */
+    unsigned cap;                 /* whole batches; 0: off */
+    void **objs;                  /* [SLAB_BARN_MAX], from cache metadata */
+    int wanted_by;                /* CPU that last refilled; -1 once found full
+                                   * (an unlocked hint) */
+};
+#define SLAB_BARN_MAX 512         /* objects: 16 batches of 32 */
+#define SLAB_BARN_BYTES (32 << 10) /* of objects, at most */
+
 struct slab_node {
     lock_t list_lock;             /* partial list and nr_partial */
     struct sk_page *partial;      /* non-frozen slabs with free objects */
@@ -57,6 +77,7 @@ struct slab_node {
     uint16_t gen;                 /* list generation (fork repair) */
     unsigned long nr_slabs;       /* atomic */
     unsigned long total_objects;  /* atomic */
+    struct slab_barn barn;
 };
 
 struct slab_cache {

@@ -29,6 +29,8 @@ const char *const sk_stat_names[SK_STAT_NR] = {
     [SK_FREE_SLAB] = "free_slab",
     [SK_CMPXCHG_FAIL] = "cmpxchg_double_fail",
     [SK_REMOTE_DRAIN] = "remote_drain",
+    [SK_BARN_PUT] = "barn_put",
+    [SK_BARN_GET] = "barn_get",
 };
 
 struct info_query {
@@ -81,11 +83,12 @@ static void print_one(const struct sk_cache_info *i, void *arg)
     FILE *out = arg;
     /* The columns and widths of the kernel's /proc/slabinfo.  tunables:
      * SLAB's limit and batchcount are, here, the per-CPU array capacity
-     * and the refill/flush batch; there is no shared array. */
-    fprintf(out, "%-17s %6lu %6lu %6zu %4u %4u : tunables %4u %4u %4u : slabdata %6lu %6lu %6u\n",
+     * and the refill/flush batch; its shared array is the node's barn:
+     * sharedfactor its capacity in batches, sharedavail the objects in it. */
+    fprintf(out, "%-17s %6lu %6lu %6zu %4u %4u : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n",
             i->name, i->active_objs, i->num_objs, i->size, i->objs_per_slab, 1u << i->order,
-            i->array_capacity, i->array_capacity / 2 ? i->array_capacity / 2 : 1, 0u,
-            i->active_slabs, i->num_slabs, 0u);
+            i->array_capacity, i->batch, i->batch ? i->barn_capacity / i->batch : 0,
+            i->active_slabs, i->num_slabs, i->barn_objs);
 }
 
 void sk_slabinfo(FILE *out)

@@ -11,7 +11,8 @@
  *
  * The same binary proves the rseq path (default) and the lock fallback
  * (tests/variants/rseq_off.t runs it with GLIBC_TUNABLES=glibc.pthread.rseq=0;
- * TSan builds always use the fallback).
+ * TSan builds always use the fallback; rseq_off.t also runs it with
+ * membarrier denied, SK_TEST_DENY_MEMBARRIER=1, tests/cpus.h).
  * Usage: percpu_arrays [milliseconds per run [threads ...]]  (default 1200 8 64)
  *
  * TSAN: yes
@@ -345,6 +346,8 @@ int main(int argc, char **argv)
          rseq_off ? ", GLIBC_TUNABLES turns rseq off" : "");
     if (rseq_off)
         ok(!cpu_use_rseq, "rseq off by tunable: the lock fallback is used");
+    if (getenv("SK_TEST_DENY_MEMBARRIER"))
+        ok(membarrier_denied(), "membarrier denied (remote drains visit each CPU instead)");
     if (argc > 2)
         for (int i = 2; i < argc; i++)
             run(atoi(argv[i]), ms);

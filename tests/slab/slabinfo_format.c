@@ -10,7 +10,9 @@
  *  - every value equals sk_cache_info of the same cache taken right after
  *    (nothing allocates in between: the output buffer is allocated before
  *    the first cache is read); objsize = stride, pagesperslab = 2^order,
- *    num_objs = num_slabs x objperslab, active <= num;
+ *    num_objs = num_slabs x objperslab, active <= num, batchcount in
+ *    1..limit, sharedavail (objects in the node's barn) at most
+ *    sharedfactor x batchcount and at most the free objects;
  *  - a cache with a 31-character name still has its 16 fields; a created
  *    cache appears, a destroyed one disappears;
  *  - from a quiescent state, N sk_malloc(300) raise kmalloc-320's
@@ -157,12 +159,16 @@ static int row_vs_info(const struct row *r, const struct sk_cache_info *i, int v
     want[4] = i->objs_per_slab;
     want[5] = 1ul << i->order;
     want[8] = i->array_capacity;
+    want[9] = i->batch;
+    want[10] = i->batch ? i->barn_capacity / i->batch : 0;
     want[13] = i->active_slabs;
     want[14] = i->num_slabs;
+    want[15] = i->barn_objs;
     int bad = 0;
-    static const int fields[] = { 1, 2, 3, 4, 5, 8, 13, 14 };
+    static const int fields[] = { 1, 2, 3, 4, 5, 8, 9, 10, 13, 14, 15 };
     static const char *const fname[16] = { [1] = "active_objs", [2] = "num_objs", [3] = "objsize",
-        [4] = "objperslab", [5] = "pagesperslab", [8] = "limit", [13] = "active_slabs", [14] = "num_slabs" };
+        [4] = "objperslab", [5] = "pagesperslab", [8] = "limit", [9] = "batchcount", [10] = "sharedfactor",
+        [13] = "active_slabs", [14] = "num_slabs", [15] = "sharedavail" };
     for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
         int f = fields[k];
         if (r->v[f] != want[f]) {
@@ -173,11 +179,12 @@ static int row_vs_info(const struct row *r, const struct sk_cache_info *i, int v
     }
     /* Internal consistency of the line itself. */
     if (r->v[2] != r->v[14] * r->v[4] || r->v[1] > r->v[2] || r->v[13] > r->v[14] || r->v[9] == 0 ||
-        r->v[9] > r->v[8] || r->v[10] != 0 || r->v[15] != 0) {
+        r->v[9] > r->v[8] || r->v[15] > r->v[10] * r->v[9] || r->v[15] > r->v[2] - r->v[1]) {
         bad++;
         if (verbose)
             diag("%s: inconsistent line: %s", r->name, "num_objs != num_slabs x objperslab, or active > num, "
-                 "or batchcount not in 1..limit, or shared fields not 0");
+                 "or batchcount not in 1..limit, or sharedavail above sharedfactor x batchcount "
+                 "or above the free objects");
     }
     return bad;
 }

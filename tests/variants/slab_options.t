@@ -2,9 +2,11 @@
 # slab_options.t — the slab tests again under the options that change the
 # slab layer's paths:
 #   - tests/slab/stress_cross_cpu with SLABKIT_OPTIONS=cpu_partial=0 (slabs
-#     that become partial go straight to the node list), with rseq off
+#     that become partial go straight to the node list), with barn=0 (no
+#     batches passed between CPUs through the node's barn), with rseq off
 #     (GLIBC_TUNABLES=glibc.pthread.rseq=0: the per-CPU arrays' lock
 #     fallback; the test's own diagnostic must say so), and with both;
+#   - tests/slab/barn with barn=0 and with rseq off;
 #   - slab_reserved=64: kmalloc-64 and kmalloc-128 have exactly one object
 #     fewer per slab than by default (the header SLAB kept inside the slab
 #     before 2014), read from the slabinfo text of tests/slab/slabinfo_format
@@ -13,14 +15,18 @@
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
-if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ]; then
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..10"
+echo "1..13"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
+check "stress_cross_cpu with barn=0" -e "barn=0" -- \
+    env SLABKIT_OPTIONS=barn=0 "$S/stress_cross_cpu"
+check "barn with barn=0" -- env SLABKIT_OPTIONS=barn=0 "$S/barn"
+check "barn with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/barn"
 check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
 check "stress_cross_cpu with cpu_partial=0 and rseq off" -e "via the lock fallback" -- \
