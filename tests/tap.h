@@ -6,9 +6,12 @@
  */
 #ifndef SK_TAP_H
 #define SK_TAP_H
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int tap_n, tap_failed, tap_planned;
 
@@ -42,6 +45,26 @@ static inline int done_testing(void)
     fflush(stdout);
     return tap_failed ? 1 : 0;
 }
+/* A watchdog: a process still running `seconds` from now prints
+ * "Bail out! <what>" and exits 2, so a hang fails the test instead of
+ * stalling the suite.  (A forked child inherits it until it resets
+ * SIGALRM.) */
+static const char *tap_hung_what;
+static inline void tap_hung(int sig)
+{
+    (void)sig;
+    const char *w = tap_hung_what ? tap_hung_what : "hung";
+    if (write(1, "Bail out! ", 10) < 0 || write(1, w, strlen(w)) < 0 || write(1, "\n", 1) < 0)
+        _exit(3);
+    _exit(2);
+}
+static inline void bail_out_after(unsigned seconds, const char *what)
+{
+    tap_hung_what = what;
+    signal(SIGALRM, tap_hung);
+    alarm(seconds);
+}
+
 /* Abort the test with a message (a bail-out, counted as a failure). */
 #define BAIL(...) do { printf("Bail out! "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); exit(255); } while (0)
 #endif

@@ -133,15 +133,6 @@ static int child(void)
     exit(0);    /* exit flushes every FILE again, under the list lock */
 }
 
-static void parent_hung(int sig)
-{
-    (void)sig;
-    static const char msg[] = "Bail out! the parent hung: fork deadlocked against stdio and malloc\n";
-    if (write(1, msg, sizeof msg - 1) < 0)
-        _exit(3);
-    _exit(2);
-}
-
 int main(int argc, char **argv)
 {
     int rseq_off = argc > 3 && strcmp(argv[1], "--rseq-off") == 0;
@@ -168,8 +159,7 @@ int main(int argc, char **argv)
         if (!(sinks[i] = fopen("/dev/null", "w")))
             BAIL("cannot open /dev/null");
 
-    signal(SIGALRM, parent_hung);
-    alarm(60);
+    bail_out_after(60, "the parent hung: fork deadlocked against stdio and malloc");
 
     pthread_t t[5];
     void *(*fn[5])(void *) = { mallocer, mallocer, liner, flusher, opener };

@@ -139,15 +139,6 @@ static int child(void)
     return 0;
 }
 
-static void parent_hung(int sig)
-{
-    (void)sig;
-    static const char msg[] = "Bail out! the parent hung (fork or wait deadlocked)\n";
-    if (write(1, msg, sizeof msg - 1) < 0)
-        _exit(3);
-    _exit(2);
-}
-
 int main(int argc, char **argv)
 {
     int rseq_off = argc > 3 && strcmp(argv[1], "--rseq-off") == 0;
@@ -159,8 +150,7 @@ int main(int argc, char **argv)
         ok(__rseq_size == 0, "re-executed with glibc's rseq registration off");
     }
     int forks = rseq_off ? FORKS / 2 : FORKS;
-    signal(SIGALRM, parent_hung);
-    alarm(60);
+    bail_out_after(60, "the parent hung (fork or wait deadlocked)");
 
     pthread_t t[HAMMERS];
     for (long i = 0; i < HAMMERS; i++)

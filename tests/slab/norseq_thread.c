@@ -75,22 +75,12 @@ static void *without_rseq(void *arg)
     return NULL;
 }
 
-static void watchdog(int sig)
-{
-    (void)sig;
-    static const char msg[] = "Bail out! norseq_thread hung (watchdog)\n";
-    if (write(1, msg, sizeof msg - 1) < 0)
-        _exit(3);
-    _exit(3);
-}
-
 int main(void)
 {
     if (__rseq_size < 20 || ((struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset))->cpu_id >= 0x80000000u)
         skip_all("this process has no registered rseq");
     plan(6);
-    signal(SIGALRM, watchdog);
-    alarm(60);
+    bail_out_after(60, "norseq_thread hung (watchdog)");
     A = sk_cache_create("norseq-A", 64, 0, 0, NULL);
     B = sk_cache_create("norseq-B", 128, 0, 0, NULL);
     if (!A || !B)
