@@ -68,7 +68,7 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
      * cap 0 (slab caches: cpu_array_ready sets it on first use) nothing
      * needs writing. */
     if (cap)
-        for (int i = 0; i < cpu_nr_ids; i++)    /* the last: the dummy slot */
+        for (int i = 0; i < cpu_nr_ids; i++)    /* not the dummy slot after them */
             cpu_array_at(tab, i)->cap = cap;
     return tab;
 }
@@ -322,7 +322,8 @@ uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
  * on every sequence on that CPU sees the bit and bails out.
  */
 /* Without membarrier: run on that CPU for a moment and pop there (an rseq
- * pop is correct on whichever CPU it lands).  -1: may not run there. */
+ * pop is correct on whichever CPU it lands).  0 when this thread may not
+ * run there (its affinity excludes that CPU). */
 static SK_NOINLINE unsigned drain_by_visit(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
 {
     if (cpu == cpu_current())
