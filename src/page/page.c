@@ -80,9 +80,12 @@ static inline void list_del(struct page_list *l, struct sk_page *pg)
 /* Put a free block on its list (no merging). */
 static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
 {
-    pg_set_flags(pg, PG_BUDDY | (clean ? PG_CLEAN : 0));
+    /* Order first, then the flag that makes the descriptor a free block's
+     * head (release): a fork caught in between must not see PG_BUDDY with
+     * a stale order, which zone_rebuild would trust. */
     pg->order = (uint8_t)order;
     pg->buddy.freed_at = now;
+    __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
     list_add_head(list_of(z, order, clean), pg);
     z->free_pages += 1ul << order;
     if (!clean)
@@ -228,15 +231,21 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
     if (!n)
         return 0;
     lock_release(&z->lock);
+    /* A purge can fail (MADV_DONTNEED refuses mlocked memory): such a
+     * block is still resident and goes back dirty, never clean (calloc
+     * trusts clean blocks to be zero).  buddy.freed_at, unused off the
+     * lists, carries the outcome. */
     unsigned long pages = 0;
     for (struct sk_page *pg = victims; pg; pg = pg->buddy.next) {
-        os_purge(page_address(pg), SK_PAGE_SIZE << pg->order);
-        pages += 1ul << pg->order;
+        bool purged = os_purge(page_address(pg), SK_PAGE_SIZE << pg->order) == 0;
+        pg->buddy.freed_at = purged;
+        if (purged)
+            pages += 1ul << pg->order;
     }
     lock_acquire(&z->lock);
     for (struct sk_page *pg = victims, *next; pg; pg = next) {
         next = pg->buddy.next;
-        zone_free_block(z, pg, pg->order, true, now);
+        zone_free_block(z, pg, pg->order, pg->buddy.freed_at != 0, now);
     }
     z->purged_pages += pages;
     return pages;

@@ -92,7 +92,9 @@ void *kmalloc_large(size_t size, size_t align)
         return pg ? page_address(pg) : NULL;
     }
     if (align > SLICE_SIZE) {
-        errno = EINVAL;
+        /* A valid alignment slabkit cannot give (direct runs are aligned
+         * to a 64 MiB slice): POSIX says EINVAL only for a bad one. */
+        errno = ENOMEM;
         return NULL;
     }
     struct vm_slice *s = vm_direct_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));

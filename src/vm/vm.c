@@ -404,11 +404,18 @@ static void run_free(struct vm_slice *s)
          * again (a use after sk_vm_unmap or after free of a direct block
          * must not read zeros silently); it stays reserved, keeps its page
          * size, and is committed and advised anew when reused. */
-        os_decommit((void *)s->base, s->size);
+        uint8_t drop = VS_USED | VS_COMMITTED | VS_ADV_HUGE | VS_ADV_NOHUGE;
+        if (os_decommit((void *)s->base, s->size) != 0) {
+            /* The remap failed (vm.max_map_count, when it must split a
+             * mapping): the range stays read-write.  Zero it and keep it
+             * marked committed; if even that fails, keep the slices used
+             * (address space lost) rather than hand out old data as new. */
+            drop = os_purge((void *)s->base, s->size) == 0 ? (uint8_t)(drop & ~VS_COMMITTED) : 0;
+        }
         struct vm_region *r = vm_regions[s->region];
         spin_lock(&vm_lock);
-        for (uint32_t i = s->first; i < s->first + s->nr_slices; i++)
-            slice_set_state(r, i, (uint8_t)(r->state[i] & ~(VS_USED | VS_COMMITTED | VS_ADV_HUGE | VS_ADV_NOHUGE)));
+        for (uint32_t i = s->first; drop && i < s->first + s->nr_slices; i++)
+            slice_set_state(r, i, (uint8_t)(r->state[i] & ~drop));
         spin_unlock(&vm_lock);
     }
     spin_lock(&vm_lock);
