@@ -534,7 +534,23 @@ long vm_check_masks(void)
     return bad;
 }
 
+/* The fork child, alone.  A parent thread caught holding vm_lock may have
+ * been between a slice's state byte and its masks: rebuild every region's
+ * masks and free count from the state bytes (a slice it was claiming stays
+ * used: leaked in the child, never handed out twice), and drop the spare
+ * headers (a list caught mid-push). */
 void vm_atfork_child(void)
 {
+    if (spin_is_locked(&vm_lock)) {
+        for (uint32_t ri = 0; ri < vm_nr_regions; ri++) {
+            struct vm_region *r = vm_regions[ri];
+            masks_compute(r, &r->cached);
+            uint32_t nfree = 0;
+            for (uint32_t i = 0; i < r->nr; i++)
+                nfree += !(r->state[i] & VS_USED);
+            r->nr_free = nfree;
+        }
+        vm_spare = NULL;
+    }
     spin_unlock(&vm_lock);
 }
