@@ -330,21 +330,30 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
     void *mem;
     uint32_t ri = VM_NO_REGION, first = 0;
     uint8_t st = state_for(psize);
-    if (n > VM_REGION_SLICES) {
+    long got = -1;
+    if (n <= VM_REGION_SLICES) {
+        spin_lock(&vm_lock);
+        got = arena_claim(psize, n, &first);
+        if (got < 0)
+            spin_unlock(&vm_lock);
+    }
+    /* Longer than a region, or a direct block (kmalloc beyond 64 MiB) the
+     * arena has no room for: a mapping of its own, unmapped when freed.
+     * Growing the arena for it would keep its address space reserved
+     * after the free, and under RLIMIT_AS that refuses later mappings. */
+    if (got < 0 && (n > VM_REGION_SLICES || kind == VM_SLICE_DIRECT)) {
         mem = run_map_outside(n, psize);
         if (!mem)
             goto nomem_header;
     } else {
-        long got;
         uint8_t need = 0;
-        for (;;) {
-            spin_lock(&vm_lock);
-            got = arena_claim(psize, n, &first);
-            if (got >= 0)
-                break;
-            spin_unlock(&vm_lock);
+        while (got < 0) {
             if (arena_grow(n) != 0)
                 goto nomem_header;
+            spin_lock(&vm_lock);
+            got = arena_claim(psize, n, &first);
+            if (got < 0)
+                spin_unlock(&vm_lock);
         }
         ri = (uint32_t)got;
         struct vm_region *r = vm_regions[ri];
