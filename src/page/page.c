@@ -581,10 +581,25 @@ struct sk_page *page_find_head(const void *p)
         uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
         if (f & PG_HEAD) {
             size_t span = (f & PG_LARGE) ? pg->large.nr_pages : (size_t)1 << pg->order;
-            return idx < h + span ? pg : NULL;
+            if (idx < h + span)
+                return pg;
+            break;
         }
         if (f & (PG_BUDDY | PG_PCP))
-            return NULL;
+            break;
+    }
+    /* A large block grown in place (page_resize_exact) can reach past its
+     * order's alignment: its head lies below, across descriptors that
+     * carry no flags (the pages it took over).  Diagnostics only: walk
+     * down to the first descriptor with flags. */
+    for (size_t h = idx; h-- > 0;) {
+        struct sk_page *pg = first + h;
+        uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+        if (!f)
+            continue;
+        if ((f & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && idx < h + pg->large.nr_pages)
+            return pg;
+        break;
     }
     return NULL;
 }

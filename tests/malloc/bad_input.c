@@ -153,6 +153,20 @@ static void interior_1m(void)
     free_fn(p + 8192);
 }
 
+/* A block grown in place past its order's alignment (its head is not
+ * where the buddy walk looks): a pointer 150 pages in is still named an
+ * interior pointer of it. */
+static void interior_grown(void)
+{
+    char *a = obj_of(128 * 4096);
+    char *p = obj_of(100 * 4096);
+    char *q = realloc_fn(p, 200 * 4096);
+    if (!q || !a)
+        _exit(91);
+    expect(q + 150 * 4096, NULL);
+    free_fn(q + 150 * 4096);
+}
+
 static void realloc_double_free_64(void)
 {
     void *p = obj_of(64);
@@ -231,6 +245,8 @@ static const struct bad_case cases[] = {
       "^slabkit: interior pointer: free\\(" HEX "\\) in kmalloc-64, object at " HEX "$" },
     { "free of a pointer 8 KiB into a 1 MiB block", interior_1m,
       "^slabkit: (interior|invalid) pointer: free\\(" HEX "\\)" },
+    { "free of a pointer inside a block grown in place", interior_grown,
+      "^slabkit: interior pointer: free\\(" HEX "\\) in a [0-9]+-page block at " HEX "$" },
     { "realloc of a freed kmalloc-64 object", realloc_double_free_64,
       "^slabkit: double free: realloc\\(" HEX "\\) in kmalloc-64$" },
     { "realloc of a stack address", realloc_invalid_stack,
