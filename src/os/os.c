@@ -169,6 +169,18 @@ int os_nr_cpu_ids(void)
         v = parse_cpu_list(buf);
     if (v <= 0)
         v = (int)sysconf(_SC_NPROCESSORS_CONF);
+    /* Where /sys is hidden, sysconf counts CPUs rather than numbering
+     * them, and sparse ids would index past the per-CPU arrays: cover at
+     * least every CPU this process may run on, and the current one. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = CPU_SETSIZE - 1; c >= v; c--)
+            if (CPU_ISSET(c, &set)) {
+                v = c + 1;
+                break;
+            }
+    if (sched_getcpu() >= v)
+        v = sched_getcpu() + 1;
     if (v <= 0)
         v = 1;
     __atomic_store_n(&n, v, __ATOMIC_RELAXED);
