@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "slabkit.h"
+#include "statm.h"
 #include "tap.h"
 
 #define N 2048
@@ -172,14 +173,7 @@ static void test_malloc_stats(void)
 
 static long rss_bytes(void)
 {
-    long size = 0, rss = -1;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &rss) != 2)
-            rss = -1;
-        fclose(f);
-    }
-    return rss * sysconf(_SC_PAGESIZE);
+    return statm_bytes(STATM_RESIDENT);
 }
 
 #define SMALL_OBJS (48 * 1024)       /* 48 MiB of 1 KiB objects */

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "statm.h"
 #include "tap.h"
 
 #define MiB ((size_t)1 << 20)
@@ -25,14 +26,7 @@
 
 static long vm_bytes(void)
 {
-    long size = -1, rss;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &rss) != 2)
-            size = -1;
-        fclose(f);
-    }
-    return size * sysconf(_SC_PAGESIZE);
+    return statm_bytes(STATM_SIZE);
 }
 
 static void limited(void)

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "statm.h"
 #include "tap.h"
 
 /* These tests call the allocator with sizes gcc knows are absurd and read a
@@ -74,14 +75,7 @@ static size_t first_bad(const unsigned char *p, size_t n, unsigned seed)
 
 static long rss_bytes(void)
 {
-    long size = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return -1;
-    if (fscanf(f, "%ld %ld", &size, &rss) != 2)
-        rss = -1;
-    fclose(f);
-    return rss * sysconf(_SC_PAGESIZE);
+    return statm_bytes(STATM_RESIDENT);
 }
 
 /* ---- malloc ----------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "statm.h"
 #include "tap.h"
 
 #define THREADS 100000
@@ -86,14 +87,7 @@ static void *worker(void *arg)
 
 static long statm(int field)
 {
-    long v[2] = { -1, -1 };
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &v[0], &v[1]) != 2)
-            v[0] = v[1] = -1;
-        fclose(f);
-    }
-    return v[field] * sysconf(_SC_PAGESIZE);
+    return statm_bytes(field);
 }
 
 int main(void)

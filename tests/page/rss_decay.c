@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "page/page.h"
+#include "statm.h"
 #include "tap.h"
 
 #define MiB (1024.0 * 1024.0)
@@ -36,19 +37,7 @@ static int nblk;
 
 static long rss(void)
 {
-    char buf[256];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    long size, res;
-    if (sscanf(buf, "%ld %ld", &size, &res) != 2)
-        return -1;
-    return res * sysconf(_SC_PAGESIZE);
+    return statm_bytes(STATM_RESIDENT);
 }
 
 static void sleep_ms(long ms)

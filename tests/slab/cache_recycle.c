@@ -11,18 +11,12 @@
 #include <unistd.h>
 
 #include "slab/slab.h"
+#include "statm.h"
 #include "tap.h"
 
 static long rss_kb(void)
 {
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+    return statm_bytes(STATM_RESIDENT) / 1024;
 }
 
 static int ctor_calls;

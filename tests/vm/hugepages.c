@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "statm.h"
 #include "tap.h"
 #include "page/page.h"
 #include "vm/vm.h"
@@ -55,14 +56,7 @@ static long anon_huge_kb(uintptr_t lo, uintptr_t hi)
 
 static long rss_kb(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, res = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &res) != 2)
-            res = 0;
-        fclose(f);
-    }
-    return res * (sysconf(_SC_PAGESIZE) / 1024);
+    return statm_bytes(STATM_RESIDENT) / 1024;
 }
 
 static void sleep_ms(long ms)
