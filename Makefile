@@ -89,7 +89,7 @@ $(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Ibench -o $@ $< $(B)/libslabkit.a -lm
 
-$(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h
+$(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workloads/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -pthread -Ibench -o $@ $< -lm
 
