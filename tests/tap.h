@@ -65,6 +65,31 @@ static inline void bail_out_after(unsigned seconds, const char *what)
     alarm(seconds);
 }
 
+/* A test run twice in one TAP stream: as itself, then re-executed with
+ * glibc's rseq registration off (the per-CPU arrays' lock fallback).
+ * tap_rseq_off_run() at the start: true in the second run, whose count
+ * carries on from the first.  tap_rerun_rseq_off() at the end of the
+ * first run: never returns. */
+static inline int tap_rseq_off_run(int argc, char **argv)
+{
+    if (argc <= 3 || strcmp(argv[1], "--rseq-off") != 0)
+        return 0;
+    tap_n = atoi(argv[2]);
+    tap_failed = atoi(argv[3]);
+    return 1;
+}
+static inline void tap_rerun_rseq_off(char **argv)
+{
+    char n[16], failed[16];
+    snprintf(n, sizeof n, "%d", tap_n);
+    snprintf(failed, sizeof failed, "%d", tap_failed);
+    fflush(stdout);
+    setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+    execl("/proc/self/exe", argv[0], "--rseq-off", n, failed, (char *)NULL);
+    printf("Bail out! exec /proc/self/exe failed\n");
+    exit(255);
+}
+
 /* Abort the test with a message (a bail-out, counted as a failure). */
 #define BAIL(...) do { printf("Bail out! "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); exit(255); } while (0)
 #endif

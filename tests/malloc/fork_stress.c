@@ -141,14 +141,10 @@ static int child(void)
 
 int main(int argc, char **argv)
 {
-    int rseq_off = argc > 3 && strcmp(argv[1], "--rseq-off") == 0;
+    int rseq_off = tap_rseq_off_run(argc, argv);
     const char *mode = rseq_off ? "rseq off" : "rseq";
-    if (rseq_off) {
-        /* Carry on the TAP count of the run before the exec. */
-        tap_n = atoi(argv[2]);
-        tap_failed = atoi(argv[3]);
+    if (rseq_off)
         ok(__rseq_size == 0, "re-executed with glibc's rseq registration off");
-    }
     int forks = rseq_off ? FORKS / 2 : FORKS;
     bail_out_after(60, "the parent hung (fork or wait deadlocked)");
 
@@ -200,11 +196,5 @@ int main(int argc, char **argv)
     ok(intact, "%s: the parent's shared objects are intact after all the forks", mode);
     if (rseq_off)
         return done_testing();
-    char n[16], failed[16];
-    snprintf(n, sizeof n, "%d", tap_n);
-    snprintf(failed, sizeof failed, "%d", tap_failed);
-    fflush(stdout);
-    setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
-    execl("/proc/self/exe", argv[0], "--rseq-off", n, failed, (char *)NULL);
-    BAIL("exec /proc/self/exe: %s", strerror(errno));
+    tap_rerun_rseq_off(argv);
 }
