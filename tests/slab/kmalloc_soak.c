@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "slabkit.h"
+#include "kmalloc_counts.h"
 #include "tap.h"
 
 #define SLOTS 4096
@@ -290,22 +291,7 @@ static void sweep(void)
         }
 }
 
-/* ---- kmalloc counts ---- */
-
-#define MAXC 64
-struct kcount { char name[32]; unsigned long active; };
-static struct kcount kbase[MAXC], kend[MAXC];
-static int nkbase, nkend;
-
-static void kcollect(const struct sk_cache_info *i, void *arg)
-{
-    struct kcount *tab = arg;
-    int *n = tab == kbase ? &nkbase : &nkend;
-    if (!strncmp(i->name, "kmalloc-", 8) && *n < MAXC) {
-        snprintf(tab[*n].name, sizeof tab[*n].name, "%s", i->name);
-        tab[(*n)++].active = i->active_objs;
-    }
-}
+static struct kmalloc_counts kbase, kend;
 
 int main(int argc, char **argv)
 {
@@ -315,7 +301,7 @@ int main(int argc, char **argv)
     printf("# kmalloc_soak: %ld operations, seed %#llx\n", ops, (unsigned long long)rng);
     fflush(stdout);
     sk_trim();
-    sk_cache_foreach(kcollect, kbase);
+    kmalloc_counts_take(&kbase);
 
     long n_alloc = 0, n_free = 0, n_realloc = 0, n_usable = 0, live = 0, peak = 0;
     for (long op = 0; op < ops; op++) {
@@ -373,13 +359,7 @@ int main(int argc, char **argv)
             do_free(&blocks[i]);
     is(errors, 0, "every block intact when freed at the end");
     sk_trim();
-    sk_cache_foreach(kcollect, kend);
-    int kdiff = 0;
-    for (int i = 0; i < nkbase && i < nkend; i++)
-        if (kbase[i].active != kend[i].active) {
-            kdiff++;
-            diag("%s: active_objs %lu at start, %lu at the end", kbase[i].name, kbase[i].active, kend[i].active);
-        }
-    ok(nkbase > 0 && nkbase == nkend && kdiff == 0, "every kmalloc class back to its active count from the start");
+    kmalloc_counts_take(&kend);
+    is(kmalloc_counts_differ(&kbase, &kend), 0, "every kmalloc class back to its active count from the start");
     return done_testing();
 }

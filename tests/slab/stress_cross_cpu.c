@@ -43,6 +43,7 @@
 
 #include "cpu/cpu.h"
 #include "slabkit.h"
+#include "kmalloc_counts.h"
 #include "tap.h"
 #include "cpus.h"
 
@@ -414,23 +415,6 @@ static void *shrinker(void *arg)
     return NULL;
 }
 
-/* ---- kmalloc baseline ---- */
-
-#define MAXC 64
-struct kcount { char name[32]; unsigned long active; };
-static struct kcount kbase[MAXC], kend[MAXC];
-static int nkbase, nkend;
-
-static void kcollect(const struct sk_cache_info *i, void *arg)
-{
-    struct kcount *tab = arg;
-    int *n = tab == kbase ? &nkbase : &nkend;
-    if (!strncmp(i->name, "kmalloc-", 8) && *n < MAXC) {
-        snprintf(tab[*n].name, sizeof tab[*n].name, "%s", i->name);
-        tab[(*n)++].active = i->active_objs;
-    }
-}
-
 /* Thread stacks small enough that glibc's stack cache (40 MiB) keeps all
  * of them: then the warm-up below leaves glibc's per-thread allocations
  * (the TLS vectors of cached stacks, from malloc) at the level of the run. */
@@ -443,6 +427,8 @@ static void *warm(void *arg)
     pthread_barrier_wait(&warm_barrier);
     return arg;
 }
+
+static struct kmalloc_counts kbase, kend;
 
 int main(int argc, char **argv)
 {
@@ -481,7 +467,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < NTHREADS; i++)
         pthread_join(th[i], NULL);
     sk_trim();
-    sk_cache_foreach(kcollect, kbase);
+    kmalloc_counts_take(&kbase);
 
     clock_gettime(CLOCK_MONOTONIC, &t_start);
     int nth = 0;
@@ -548,13 +534,7 @@ int main(int argc, char **argv)
         diag("barn: %lu puts, %lu gets", barn_puts, barn_gets);
 
     sk_trim();
-    sk_cache_foreach(kcollect, kend);
-    int kdiff = 0;
-    for (int i = 0; i < nkbase && i < nkend; i++)
-        if (kbase[i].active != kend[i].active) {
-            kdiff++;
-            diag("%s: active_objs %lu before, %lu after", kbase[i].name, kbase[i].active, kend[i].active);
-        }
-    ok(nkbase > 0 && nkbase == nkend && kdiff == 0, "kmalloc classes back to their active counts from before");
+    kmalloc_counts_take(&kend);
+    is(kmalloc_counts_differ(&kbase, &kend), 0, "kmalloc classes back to their active counts from before");
     return done_testing();
 }
