@@ -191,4 +191,20 @@ static void acct_report(const struct acct_result *r, const char *when)
     is(r->stale, 0, "%s: no page inside a block keeps a head flag", when);
 }
 
+/* Everything freed: drain the per-CPU lists, check the books ("all
+ * freed"), and fill *st; returns how many free blocks are smaller than the
+ * largest order (0 once every slice has coalesced back to one block). */
+static inline unsigned long acct_all_freed(struct page_stats *st)
+{
+    struct acct_result r;
+    page_drain_pcp();
+    acct_check(NULL, 0, &r);
+    acct_report(&r, "all freed");
+    page_stats(st);
+    unsigned long smaller = 0;
+    for (unsigned o = 0; o < SK_MAX_ORDER; o++)
+        smaller += st->free_blocks[o];
+    return smaller;
+}
+
 #endif

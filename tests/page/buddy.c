@@ -123,14 +123,8 @@ int main(int argc, char **argv)
     while (nlive)
         do_free(nlive - 1);
     is(bad_tag, 0, "no tag overwritten when freeing the rest");
-    page_drain_pcp();
-    acct_check(NULL, 0, &r);
-    acct_report(&r, "all freed");
     struct page_stats st;
-    page_stats(&st);
-    unsigned long smaller = 0;
-    for (unsigned o = 0; o < SK_MAX_ORDER; o++)
-        smaller += st.free_blocks[o];
+    unsigned long smaller = acct_all_freed(&st);
     is(st.pcp_pages, 0, "all freed: page_drain_pcp emptied every CPU's list");
     is(st.free_pages, st.managed_pages, "all freed: every managed page is free");
     is(st.free_blocks[SK_MAX_ORDER], st.managed_pages >> SK_MAX_ORDER,

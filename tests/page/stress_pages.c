@@ -236,15 +236,8 @@ int main(int argc, char **argv)
     is(bad_pattern, 0, "every page's owner pattern intact when freed (no overlap, no purge in use)");
     is(bad_zero, 0, "every block handed out as zeroed read zero");
 
-    page_drain_pcp();
-    struct acct_result r;
-    acct_check(NULL, 0, &r);
-    acct_report(&r, "all freed");
     struct page_stats st;
-    page_stats(&st);
-    unsigned long smaller = 0;
-    for (unsigned o = 0; o < SK_MAX_ORDER; o++)
-        smaller += st.free_blocks[o];
+    unsigned long smaller = acct_all_freed(&st);
     ok(st.free_blocks[SK_MAX_ORDER] == st.managed_pages >> SK_MAX_ORDER && smaller == 0,
        "all freed: %lu slices coalesced into %lu blocks of order %d (%lu smaller blocks)",
        st.managed_pages >> SK_MAX_ORDER, st.free_blocks[SK_MAX_ORDER], SK_MAX_ORDER, smaller);
