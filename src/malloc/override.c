@@ -221,9 +221,7 @@ static bool lock_was_held(lock_t *l)
 
 static void reset_arrays(cpu_arrays_t tab)
 {
-    /* NULL: the page layer is not set up yet (the handler is registered
-     * at load; a program may fork before its first allocation). */
-    if (!tab || tab == cpu_empty_arrays)
+    if (tab == cpu_empty_arrays)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
         struct cpu_array *a = cpu_array_at(tab, cpu);

@@ -41,7 +41,9 @@
 #include "page/page.h"
 
 struct zone page_zones[MAX_NUMNODES];
-struct pcp_set page_pcp;
+/* Until page_init, always-empty lists (like kmalloc's tables): anything
+ * that walks them early (the fork child) finds nothing. */
+struct pcp_set page_pcp = { .lists = { [0 ... PCP_MAX_ORDER] = cpu_empty_arrays } };
 static bool page_ready;
 static bool pcp_enabled;
 
