@@ -87,6 +87,21 @@ static inline void bench_progress_done(void)
     fflush(stderr);
 }
 
+/* The options of a driver that re-executes itself per variant (ptrchase,
+ * slicemask): --quick (the default) or --full, and --out FILE. */
+static inline void bench_driver_args(int argc, char **argv, int *quick, const char **out)
+{
+    *quick = 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--full"))
+            *quick = 0;
+        else if (!strcmp(argv[i], "--quick"))
+            *quick = 1;
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            *out = argv[++i];
+    }
+}
+
 /* Size with a K/M/G suffix ("1G", "64M", "4096"). */
 static inline size_t bench_parse_size(const char *s)
 {

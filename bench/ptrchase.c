@@ -82,16 +82,9 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--child"))
         return child(atol(argv[2]), atol(argv[3]));
-    int quick = 1;
+    int quick;
     const char *out = "results/ptrchase.txt";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--full"))
-            quick = 0;
-        else if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            out = argv[++i];
-    }
+    bench_driver_args(argc, argv, &quick, &out);
     long mib = quick ? 256 : 512, steps = quick ? 10000000 : 50000000;
     int rounds = quick ? 3 : 5;
     double v[2][8];

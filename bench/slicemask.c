@@ -74,16 +74,9 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--child"))
         return child(atol(argv[2]), atol(argv[3]));
-    int quick = 1;
+    int quick;
     const char *out = "results/slicemask.txt";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--full"))
-            quick = 0;
-        else if (!strcmp(argv[i], "--quick"))
-            quick = 1;
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            out = argv[++i];
-    }
+    bench_driver_args(argc, argv, &quick, &out);
     long live = 4096, iters = quick ? 200000 : 1000000;
     int rounds = quick ? 3 : 5;
     double v[2][3][8];
