@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,6 +101,15 @@ static inline void bench_driver_args(int argc, char **argv, int *quick, const ch
         else if (!strcmp(argv[i], "--out") && i + 1 < argc)
             *out = argv[++i];
     }
+}
+
+/* CPU seconds (user + system) the process has used so far. */
+static inline double bench_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 /* Size with a K/M/G suffix ("1G", "64M", "4096"). */

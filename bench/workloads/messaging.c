@@ -94,14 +94,6 @@ static void *receiver_main(void *arg)
     return NULL;
 }
 
-static double cpu_now(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 /* One run: all threads of all groups, released together.  Returns elapsed
  * seconds; *cpu gets the process's CPU seconds (user + system) meanwhile. */
 static double run_once(double *cpu)
@@ -140,11 +132,11 @@ static double run_once(double *cpu)
     }
     pthread_barrier_wait(&start_barrier);
     uint64_t t0 = bench_now_ns();
-    double c0 = cpu_now();
+    double c0 = bench_cpu_s();
     for (int i = 0; i < t; i++)
         pthread_join(tid[i], NULL);
     uint64_t t1 = bench_now_ns();
-    *cpu = cpu_now() - c0;
+    *cpu = bench_cpu_s() - c0;
 
     unsigned long sum = 0;
     for (int i = 0; i < groups * fds; i++) {

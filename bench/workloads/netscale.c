@@ -133,14 +133,6 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static double cpu_now(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 /* Transactions a second of wall time; *cpu_tps: a second of this process's
  * CPU time (user + system), which other jobs on a shared machine barely
  * move. */
@@ -168,11 +160,11 @@ static double run_once(int threads, long total, double *cpu_tps)
     }
     pthread_barrier_wait(&start_barrier);
     uint64_t t0 = bench_now_ns();
-    double c0 = cpu_now();
+    double c0 = bench_cpu_s();
     for (int i = 0; i < threads * 2; i++)
         pthread_join(tid[i], NULL);
     uint64_t t1 = bench_now_ns();
-    double c1 = cpu_now();
+    double c1 = bench_cpu_s();
     *cpu_tps = c1 > c0 ? (double)per * threads / (c1 - c0) : 0;
     unsigned long sum = 0;
     for (int i = 0; i < threads; i++) {
