@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int tap_n, tap_failed, tap_planned;
@@ -63,6 +66,25 @@ static inline void bail_out_after(unsigned seconds, const char *what)
     tap_hung_what = what;
     signal(SIGALRM, tap_hung);
     alarm(seconds);
+}
+
+/* Fork, run fn in the child (its return is the exit status; SIGALRM goes
+ * back to its default so the child's own alarm kills it), and wait: the
+ * child's wait status, or -1 when fork failed. */
+static inline int tap_fork_wait(int (*fn)(void))
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        _exit(fn());
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return status;
 }
 
 /* A test run twice in one TAP stream: as itself, then re-executed with

@@ -166,18 +166,11 @@ int main(int argc, char **argv)
 
     int fork_fail = 0, hung = 0, bad = 0;
     for (int f = 0; f < forks; f++) {
-        pid_t pid = fork();
-        if (pid < 0) {
+        int status = tap_fork_wait(child);
+        if (status < 0) {
             fork_fail++;
             continue;
         }
-        if (pid == 0) {
-            signal(SIGALRM, SIG_DFL);
-            _exit(child());
-        }
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
         if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
             hung++;
         } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

@@ -157,18 +157,11 @@ int main(int argc, char **argv)
     int fork_fail = 0, exit_bad = 0, hung = 0, crashed = 0;
     for (int f = 0; f < forks; f++) {
         fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0) {
+        int status = tap_fork_wait(child);
+        if (status < 0) {
             fork_fail++;
             continue;
         }
-        if (pid == 0) {
-            signal(SIGALRM, SIG_DFL);
-            _exit(child());
-        }
-        int status;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
         if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
             if (exit_bad++ < 3)
                 diag("child %d exited %d", f, WEXITSTATUS(status));
