@@ -11,6 +11,9 @@
  *               they are handed over in batches of 256 through a ring of 8
  *               batches under a mutex, so the hand-over costs about one
  *               instruction a pair
+ *   norseq      `same` in a thread that first unregisters its rseq (a raw
+ *               clone, a failed registration): slabkit serves it from a
+ *               locked shared slot instead of its CPU's array
  *   null-same, null-cross
  *               the same loops with no malloc/free (a static object is
  *               passed instead): the harness's own instructions, which
@@ -21,9 +24,13 @@
  * cancels).  With BATCHES it runs N pairs BATCHES times natively and prints
  * the median nanoseconds a pair.
  */
+#define _GNU_SOURCE
 #include "bench.h"
 
 #include <pthread.h>
+#include <sys/rseq.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define OBJ 64
 #define LIVE 1000
@@ -143,7 +150,7 @@ static void cross(long n)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: pair same|cross|null-same|null-cross N [BATCHES]\n");
+        fprintf(stderr, "usage: pair same|cross|norseq|null-same|null-cross N [BATCHES]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -152,6 +159,15 @@ int main(int argc, char **argv)
     if (!strncmp(mode, "null-", 5)) {
         null_alloc = 1;
         mode += 5;
+    }
+    if (!strcmp(mode, "norseq")) {
+        if (__rseq_size >= 20 &&
+            syscall(SYS_rseq, (char *)__builtin_thread_pointer() + __rseq_offset,
+                    __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) != 0) {
+            fprintf(stderr, "pair: cannot unregister rseq\n");
+            return 1;
+        }
+        mode = "same";
     }
     int is_cross = !strcmp(mode, "cross");
     if (!is_cross && strcmp(mode, "same")) {

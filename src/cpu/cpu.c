@@ -2,15 +2,18 @@
  * cpu.c — per-CPU arrays: batch moves, the lock fallback, remote drain.
  *
  * Invariants (see cpu.h for the array layout):
- *  - cpu_use_rseq is written once, by cpu_init(), before any array holds
- *    a pointer; afterwards every thread reaches arrays the same way.
- *  - In rseq mode an array is modified only by rseq sequences running on
- *    its CPU, or by a drainer that holds its lock AND has published
- *    CPU_ARRAY_LOCKED in count AND has seen a membarrier(RSEQ) on that CPU
- *    complete after publishing it (so no sequence that read the old count
- *    can still commit).  Where membarrier cannot be registered, a drainer
- *    instead moves onto that CPU and pops with an rseq sequence there.
- *  - In fallback mode an array is modified only under its lock.
+ *  - cpu_use_rseq and cpu_rseq_ids are written once, by cpu_init(), before
+ *    any array holds a pointer; afterwards every thread reaches arrays the
+ *    same way.  A sequence runs only on an index below cpu_rseq_ids.
+ *  - In rseq mode an array of a CPU is modified only by rseq sequences
+ *    running on that CPU, or by a drainer that holds its lock AND has
+ *    published CPU_ARRAY_LOCKED in count AND has seen a membarrier(RSEQ) on
+ *    that CPU complete after publishing it (so no sequence that read the
+ *    old count can still commit).  Where membarrier cannot be registered,
+ *    a drainer instead moves onto that CPU and pops with a sequence there.
+ *    The shared slot (index cpu_nr_ids), which no sequence reaches, is
+ *    modified only under its lock.
+ *  - In fallback mode every array is modified only under its lock.
  * Lock order: an array lock is a leaf; nothing else is taken inside it.
  */
 #define _GNU_SOURCE
@@ -19,6 +22,8 @@
 #include "cpu/cpu.h"
 
 bool cpu_use_rseq;
+int cpu_rseq_ids;                 /* 0 until cpu_init: every operation locks */
+static bool cpu_ready;
 /* membarrier(PRIVATE_EXPEDITED_RSEQ) registered: remote drains can fence
  * another CPU's sequences.  Without it (kernels before 5.10, a seccomp
  * profile) a drain visits the CPU instead. */
@@ -32,22 +37,28 @@ __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 
 void cpu_init(void)
 {
-    static bool done;
-    if (done)
-        return;     /* called under the page layer's init lock */
-    done = true;
-    cpu_nr_ids = os_nr_cpu_ids();
-    if (cpu_nr_ids >= CPU_MAX_IDS)
-        os_fatal("%d possible CPUs: built for at most %d", cpu_nr_ids, CPU_MAX_IDS);
+    /* Called under the page layer's init lock; done again in a fork child
+     * whose parent was caught half-way (cpu_ready is set last). */
+    if (__atomic_load_n(&cpu_ready, __ATOMIC_RELAXED))
+        return;
+    int ids = os_nr_cpu_ids();
+    /* CPUs past CPU_MAX_IDS fail the sequences' bound and share the locked
+     * slot: slower on such machines, never wrong. */
+    cpu_nr_ids = ids < CPU_MAX_IDS ? ids : CPU_MAX_IDS;
 #ifdef SK_TSAN
     cpu_use_rseq = false;     /* TSan cannot see the restart guarantee */
 #else
-    int id = (int)cpu_rseq_area()->cpu_id;
-    /* The sequences run whenever a thread's rseq is registered (the asm
-     * checks nothing else), so registration alone decides the mode. */
-    cpu_use_rseq = __rseq_size >= 20 && id >= 0;
+    /* The process's mode, not this thread's: glibc leaves __rseq_size 0
+     * unless the main thread registered (valgrind, the rseq tunable off).
+     * The first thread to allocate may itself lack rseq (a raw clone, a
+     * failed registration); it then takes the shared slot like any other
+     * such thread, while the rest run their sequences. */
+    cpu_use_rseq = __rseq_size >= 20;
     cpu_membarrier_ok = cpu_use_rseq && os_membarrier_register_rseq() == 0;
 #endif
+    /* Published last: from here on sequences run (in rseq mode). */
+    __atomic_store_n(&cpu_rseq_ids, cpu_use_rseq ? cpu_nr_ids : 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&cpu_ready, true, __ATOMIC_RELEASE);
     if (sk_opt.verbose)
         os_warn("%d CPU ids, per-CPU arrays via %s", cpu_nr_ids,
                 !cpu_use_rseq ? "per-CPU locks (rseq not registered)"
@@ -68,7 +79,7 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
      * cap 0 (slab caches: cpu_array_ready sets it on first use) nothing
      * needs writing. */
     if (cap)
-        for (int i = 0; i < cpu_nr_ids; i++)    /* not the dummy slot after them */
+        for (int i = 0; i < cpu_nr_slots(); i++)   /* the shared slot too */
             cpu_array_at(tab, i)->cap = cap;
     return tab;
 }
@@ -76,7 +87,7 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
 void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
 {
     int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
-    if (cpu >= cpu_nr_ids || tab == cpu_empty_arrays)
+    if (cpu > cpu_nr_ids || tab == cpu_empty_arrays)
         return;
     struct cpu_array *a = cpu_array_at(tab, cpu);
     if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) != 0)
@@ -86,24 +97,6 @@ void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
     if (a->cap == 0)
         __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
     spin_unlock(&a->lock);
-}
-
-bool cpu_array_top_is(cpu_arrays_t tab, const void *obj)
-{
-    struct cpu_array *a = cpu_array_at(tab, cpu_current());
-    if (!cpu_use_rseq) {
-        /* Threads share a fallback slot: look under its lock. */
-        spin_lock(&a->lock);
-        unsigned n = (unsigned)a->word & 0xffff;
-        bool top = n > 0 && n <= a->cap && a->objs[n - 1] == obj;
-        spin_unlock(&a->lock);
-        return top;
-    }
-    /* Only a thread on this CPU changes its array: a peek that is true
-     * only if obj really is on top. */
-    unsigned n = cpu_array_len(a);
-    return n > 0 && n <= __atomic_load_n(&a->cap, __ATOMIC_RELAXED) &&
-           __atomic_load_n(&a->objs[n - 1], __ATOMIC_RELAXED) == obj;
 }
 
 int cpu_current(void)
@@ -119,9 +112,12 @@ int cpu_slot(void)
     int s = cpu_thread_slot;
     if (unlikely(s < 0)) {
         /* In an rseq process, a thread that reaches here has no rseq of
-         * its own: it gets the dummy slot and uses the slabs directly. */
+         * its own (or runs on a CPU past the arrays): the shared slot. */
         s = cpu_use_rseq ? cpu_nr_ids : os_getcpu() % cpu_nr_ids;
-        cpu_thread_slot = s;
+        /* Before cpu_init the mode is unknown: answer, but remember only
+         * a slot chosen under the final mode. */
+        if (__atomic_load_n(&cpu_ready, __ATOMIC_ACQUIRE))
+            cpu_thread_slot = s;
     }
     return s;
 }
@@ -173,7 +169,7 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
     __asm__ goto(
         CPU_PUSH_SEQ(full, dup)
         :
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"
         : full, dup, fallback);
     return 1;
@@ -248,7 +244,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [k] "=&r"(k)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [max] "r"(max)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [buf] "r"(buf), [max] "r"(max)
         : "rax", "rcx", "r8", "r9", "r10", "r11", "memory", "cc"
         : empty, fallback);
     return k;
@@ -292,7 +288,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [m] "=&r"(m)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [n] "r"(n)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [buf] "r"(buf), [n] "r"(n)
         : "rax", "rcx", "r9", "r10", "r11", "memory", "cc"
         : full, fallback);
     return m;
@@ -341,11 +337,12 @@ unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
     struct cpu_array *a = cpu_array_at(tab, cpu);
     if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
         return 0;
-    if (cpu_use_rseq && !cpu_membarrier_ok)
+    bool seq = cpu_use_rseq && cpu < cpu_nr_ids;   /* the shared slot: lock only */
+    if (seq && !cpu_membarrier_ok)
         return drain_by_visit(tab, cpu, buf, max);
     spin_lock(&a->lock);
     unsigned n, k;
-    if (cpu_use_rseq) {
+    if (seq) {
         uint64_t w;
         for (;;) {
             __atomic_fetch_or(&a->word, (uint64_t)CPU_ARRAY_LOCKED, __ATOMIC_SEQ_CST);

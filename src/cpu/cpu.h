@@ -11,10 +11,15 @@
  *  - fallback (valgrind, GLIBC_TUNABLES=glibc.pthread.rseq=0): the same
  *    arrays, each behind its own spinlock, indexed by a per-thread slot.
  *
- * Which one is decided once, by cpu_init(), for the whole process: mixing
- * would let a locked operation and an rseq race on one array.  A thread
- * whose rseq failed in an rseq process reaches no array at all (every
- * operation reports empty/full and callers use the slabs directly).
+ * Which one is decided once, by cpu_init(), for the whole process, from
+ * glibc's own verdict (__rseq_size is 0 unless the main thread registered):
+ * mixing would let a locked operation and an rseq race on one array.  Every
+ * sequence starts by checking the CPU id against cpu_rseq_ids, which is
+ * cpu_nr_ids in rseq mode and 0 otherwise (and before init).  One unsigned
+ * compare so sends to the locked path: a thread without rseq (id -1/-2), a
+ * CPU id past the arrays, and every thread of a fallback-mode process.
+ * In rseq mode such a thread uses the shared slot (index cpu_nr_ids): a
+ * real array that no sequence ever reaches, taken under its lock.
  *
  * Array layout (struct cpu_array): word, cap, lock, a zero sentinel, then
  * objs[cap].  word = ops << 16 | count:
@@ -39,13 +44,16 @@
 #include "lock/lock.h"
 #include "os/os.h"
 
-#define CPU_MAX_IDS 4096          /* static pre-init table; more CPUs: fatal */
+/* CPU ids with arrays of their own; a CPU beyond (machines with more) runs
+ * on the shared slot, correct but locked.  It also bounds the static
+ * always-empty set below: 1 MiB of address space, not 4. */
+#define CPU_MAX_IDS 1024
 #define CPU_ARRAY_LOCKED 0x8000u
 #define CPU_ARRAY_COUNT 0x7fffu
 #define CPU_ARRAY_MAX 125         /* largest capacity: 24 + 125 * 8 = 1024 */
 /* Every CPU's array of a set lies at base + cpu * CPU_ARRAY_STRIDE: the
  * fast path finds it with a multiply, not a load. */
-#define CPU_ARRAY_SHIFT 10        /* the asm below spells it $10 */
+#define CPU_ARRAY_SHIFT 10
 #define CPU_ARRAY_STRIDE (1u << CPU_ARRAY_SHIFT)
 #define CPU_OP_POP  0xffffull     /* one pop: count - 1, ops + 1 */
 #define CPU_OP_PUSH 0x10001ull    /* one push: count + 1, ops + 1 */
@@ -58,13 +66,23 @@ struct cpu_array {
     void *objs[];                 /* offset 24 */
 };
 
+/* The asm below reads these offsets as literals. */
+_Static_assert(__builtin_offsetof(struct cpu_array, word) == 0, "asm: word at 0");
+_Static_assert(__builtin_offsetof(struct cpu_array, cap) == 8, "asm: cap at 8");
+_Static_assert(__builtin_offsetof(struct cpu_array, sentinel) == 16, "asm: sentinel at 16");
+_Static_assert(__builtin_offsetof(struct cpu_array, objs) == 24, "asm: objs at 24");
+_Static_assert(__builtin_offsetof(struct rseq, cpu_id) == 4, "asm: rseq cpu_id at 4");
+_Static_assert(__builtin_offsetof(struct rseq, rseq_cs) == 8, "asm: rseq_cs at 8");
+_Static_assert(24 + CPU_ARRAY_MAX * 8 <= CPU_ARRAY_STRIDE, "an array fits its stride");
+
 static inline unsigned cpu_array_len(const struct cpu_array *a)
 {
     return (unsigned)(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & CPU_ARRAY_COUNT);
 }
 
 /* A per-CPU array set: cpu_nr_ids + 1 arrays, CPU_ARRAY_STRIDE apart; the
- * last is the dummy of threads without rseq (cap 0: empty and full). */
+ * last is the shared slot (cpu_nr_ids): in rseq mode, threads without rseq
+ * use it under its lock; no sequence ever reaches it. */
 typedef struct cpu_array *cpu_arrays_t;
 
 static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
@@ -73,7 +91,12 @@ static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
 }
 
 extern bool cpu_use_rseq SK_INTERNAL;     /* decided once by cpu_init() */
-extern int cpu_nr_ids SK_INTERNAL;        /* possible CPU ids */
+extern int cpu_nr_ids SK_INTERNAL;        /* CPU ids with arrays (<= CPU_MAX_IDS) */
+/* The bound every sequence checks the CPU id against: cpu_nr_ids in rseq
+ * mode, 0 in the fallback and before cpu_init (so everything locks). */
+extern int cpu_rseq_ids SK_INTERNAL;
+/* Array slots of a set: every CPU's, and the shared slot. */
+static inline int cpu_nr_slots(void) { return cpu_nr_ids + 1; }
 /* Before init every cache points here: CPU_MAX_IDS + 1 zeroed arrays
  * (cap 0: always empty, always full), in zero-filled BSS. */
 extern char cpu_empty_mem[] SK_INTERNAL;
@@ -118,15 +141,15 @@ unsigned cpu_array_count(cpu_arrays_t tab, int cpu);
 uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu);
 
 /* The fallback slot of this thread: -1 until first asked; in an rseq
- * process a thread without rseq gets slot cpu_nr_ids, whose array is a
- * dummy that is always empty and full (so it reaches no real array). */
+ * process a thread without rseq gets the shared slot cpu_nr_ids. */
 extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
 
 /* The rseq descriptor and abort handler shared by every sequence.
  * start = 1f, post-commit = 2f, abort = 4f; retry from 0b after an abort
  * (the kernel clears rseq_cs when it aborts us, so it is stored again).
  * %[off] holds __rseq_offset: the rseq area is at %fs:off. */
-#define CPU_RSEQ_SIG 0x53053053
+#define CPU_STR_(x) #x
+#define CPU_STR(x) CPU_STR_(x)
 #define CPU_RSEQ_PROLOGUE                                              \
     ".pushsection __rseq_cs, \"aw\"\n\t"                               \
     ".balign 32\n\t"                                                   \
@@ -140,19 +163,20 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
 #define CPU_RSEQ_EPILOGUE                                              \
     ".pushsection __rseq_failure, \"ax\"\n\t"                          \
     ".byte 0x0f, 0xb9, 0x3d\n\t"                                       \
-    ".long 0x53053053\n\t"                                             \
+    ".long " CPU_STR(RSEQ_SIG) "\n\t"     /* glibc registered this one */ \
     "4:\n\t"                                                           \
     "jmp 0b\n\t"                                                       \
     ".popsection\n\t"
 
 /* Start of every sequence (label 1): this CPU's array into %rax; to
- * `fallback` when the thread has no rseq (cpu_id < 0). */
+ * `fallback` unless 0 <= cpu_id < cpu_rseq_ids (unsigned: the -1 and -2 of
+ * a thread without rseq are huge).  Operand %[ids] is cpu_rseq_ids. */
 #define CPU_RSEQ_LOCATE                                                \
     "1:\n\t"                                                           \
-    "movslq %%fs:4(%[off]), %%rax\n\t"   /* cpu_id */                  \
-    "testq %%rax, %%rax\n\t"                                           \
-    "js %l[fallback]\n\t"                                              \
-    "shlq $10, %%rax\n\t"                /* * CPU_ARRAY_STRIDE */      \
+    "movl %%fs:4(%[off]), %%eax\n\t"     /* cpu_id, zero-extended */   \
+    "cmpl %[ids], %%eax\n\t"                                           \
+    "jae %l[fallback]\n\t"                                             \
+    "shlq $" CPU_STR(CPU_ARRAY_SHIFT) ", %%rax\n\t" /* * stride */     \
     "addq %[tab], %%rax\n\t"             /* this CPU's array */
 
 /* One push: to `full` when full or drained, to `dup` when obj is on top
@@ -205,7 +229,7 @@ static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [obj] "=&r"(o)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids)
         : "rax", "rcx", "rdx", "memory", "cc"
         : empty, fallback);
     *obj = o;
@@ -241,7 +265,7 @@ static inline bool cpu_push_fast(cpu_arrays_t tab, void *obj)
     __asm__ goto(
         CPU_PUSH_SEQ(slow, slow)
         :
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"
         : slow, fallback);
     return true;
@@ -264,10 +288,6 @@ fallback:
         return ok;
     }
 }
-
-/* Is obj the top of this CPU's array (so: free)?  For the double-free
- * check of realloc: true only if obj really is on top. */
-bool cpu_array_top_is(cpu_arrays_t tab, const void *obj);
 
 /* The full operations, for slow paths: they also assign a fallback slot.
  * cpu_push: 1 pushed, 0 full or no array, -1 obj already on top. */
