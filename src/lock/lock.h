@@ -56,5 +56,8 @@ static inline void lock_acquire(lock_t *l) { sk_mutex_lock(l); }
 static inline bool lock_try(lock_t *l) { return sk_mutex_trylock(l); }
 static inline void lock_release(lock_t *l) { sk_mutex_unlock(l); }
 static inline void lock_reset(lock_t *l) { sk_mutex_init(l); }
+/* In a forked child: free the spin-queue nodes of threads gone with the
+ * fork (after every lock_t has been reset). */
+void lock_atfork_child(void);
 
 #endif

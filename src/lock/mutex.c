@@ -142,6 +142,15 @@ static struct mutex_node *node_get(void)
 
 static void node_put(struct mutex_node *n) { ST_REL(&n->busy, 0); }
 
+/* The fork child, alone: nodes claimed by parent threads that were
+ * spinning at the fork would stay busy forever (the callers reset every
+ * mutex, so no queue still points at them). */
+void lock_atfork_child(void)
+{
+    for (unsigned i = 0; i < MUTEX_NODE_POOL; i++)
+        node_pool[i].busy = 0;
+}
+
 /* Wait until our successor is known and detach it, or, if we are the tail,
  * make `prev` the tail (NULL: the queue becomes empty). */
 static struct mutex_node *osq_wait_next(void **tail, struct mutex_node *node,

@@ -115,18 +115,27 @@ int os_options_parse(const char *text)
     return warnings;
 }
 
+/* 0: not read, 1: being read, 2: read.  A racing caller waits. */
+static int options_state;
+
+void os_options_atfork_child(void)
+{
+    /* A parent thread caught parsing is gone: parse again (the same
+     * environment gives the same values). */
+    if (__atomic_load_n(&options_state, __ATOMIC_RELAXED) == 1)
+        __atomic_store_n(&options_state, 0, __ATOMIC_RELAXED);
+}
+
 void os_options_init(void)
 {
-    /* 0: not read, 1: being read, 2: read.  A racing caller waits. */
-    static int state;
-    if (likely(__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 2))
+    if (likely(__atomic_load_n(&options_state, __ATOMIC_ACQUIRE) == 2))
         return;
     int expect = 0;
-    if (__atomic_compare_exchange_n(&state, &expect, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+    if (__atomic_compare_exchange_n(&options_state, &expect, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         os_options_parse(getenv("SLABKIT_OPTIONS"));
-        __atomic_store_n(&state, 2, __ATOMIC_RELEASE);
+        __atomic_store_n(&options_state, 2, __ATOMIC_RELEASE);
         return;
     }
-    while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2)
+    while (__atomic_load_n(&options_state, __ATOMIC_ACQUIRE) != 2)
         os_yield();
 }

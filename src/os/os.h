@@ -116,5 +116,7 @@ extern struct sk_options sk_opt SK_INTERNAL;
 int os_options_parse(const char *text);
 /* Defaults, then $SLABKIT_OPTIONS; idempotent. */
 void os_options_init(void);
+/* In a forked child: a parse caught half-way is done again. */
+void os_options_atfork_child(void);
 
 #endif

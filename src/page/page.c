@@ -382,9 +382,10 @@ static void page_init_locked(void)
     __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);
 }
 
+static spinlock_t init_lock = SPINLOCK_INIT;
+
 void page_init(void)
 {
-    static spinlock_t init_lock = SPINLOCK_INIT;
     if (likely(__atomic_load_n(&page_ready, __ATOMIC_ACQUIRE)))
         return;
     spin_lock(&init_lock);
@@ -614,7 +615,7 @@ void page_drain_pcp(void)
         return;
     struct sk_page *buf[PCP_BATCH_MAX];
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
             unsigned n;
             while ((n = cpu_drain_remote(page_pcp.lists[o], cpu, (void **)buf, PCP_BATCH_MAX)))
                 zone_free_bulk(zone_here(), buf, n, o);
@@ -656,7 +657,7 @@ void page_stats(struct page_stats *st)
     }
     if (pcp_enabled)
         for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-            for (int cpu = 0; cpu < cpu_nr_ids; cpu++)
+            for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
                 st->pcp_pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
 }
 
@@ -711,6 +712,9 @@ static void zone_rebuild(struct zone *z)
 
 void page_atfork_child(void)
 {
+    /* A parent thread caught initialising is gone; page_ready still false
+     * makes the child's first call do it again (each step is idempotent). */
+    spin_unlock(&init_lock);
     for (int n = 0; n < MAX_NUMNODES; n++) {
         struct zone *z = &page_zones[n];
         bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;
