@@ -84,8 +84,10 @@ ALIAS(malloc) void *malloc(size_t size)
     if (likely(size <= KMALLOC_SMALL_MAX)) {
         void *obj;
         /* Acquire: kmalloc_init publishes the entry after its cache. */
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj)))
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj))) {
+            ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
             return obj;
+        }
     }
     return malloc_slow(size);
 }
@@ -138,9 +140,14 @@ ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
     int saved = errno;
     void *p = sk_aligned_alloc(align, malloc_size(size));
     if (!p) {
-        int e = errno == EINVAL ? EINVAL : ENOMEM;
-        errno = saved;
-        return e;
+        /* glibc leaves errno ENOMEM when out of memory (its tests rely on
+         * it), and untouched for a bad argument. */
+        if (errno == EINVAL) {
+            errno = saved;
+            return EINVAL;
+        }
+        errno = ENOMEM;
+        return ENOMEM;
     }
     *out = p;
     return 0;
@@ -148,7 +155,12 @@ ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
 
 ALIAS(memalign) void *memalign(size_t align, size_t size)
 {
-    /* glibc rounds a bad alignment up to a power of two. */
+    /* glibc rounds a bad alignment up to a power of two; past 2^63 there
+     * is none to round to. */
+    if (align > ((size_t)1 << 63)) {
+        errno = EINVAL;
+        return NULL;
+    }
     if (align & (align - 1))
         align = (size_t)1 << (64 - __builtin_clzl(align));
     if (align == 0)
@@ -233,6 +245,8 @@ static void reset_arrays(cpu_arrays_t tab)
 
 static void fork_child(void)
 {
+    os_options_atfork_child();
+    lock_atfork_child();
     cpu_atfork_child();
     vm_atfork_child();
     page_atfork_child();

@@ -158,11 +158,16 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->align = (uint32_t)align;
     size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
     /* Objects are freed in their constructed state: with a constructor,
-     * the free pointer lives after the object, never inside it. */
+     * the free pointer and the free marker (slab.h) live after the object,
+     * never inside it.  Without one, the marker is word 1 of the object
+     * (word 0 holds the free pointer on a slab freelist); an object of one
+     * word has no room for it. */
     c->offset = 0;
+    c->kofs = stride >= 2 * sizeof(void *) ? sizeof(void *) : 0;
     if (ctor) {
         c->offset = (uint32_t)SK_ALIGN_UP(size, sizeof(void *));
-        stride = SK_ALIGN_UP(c->offset + sizeof(void *), align);
+        c->kofs = c->offset + (uint32_t)sizeof(void *);
+        stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
     }
     c->size = (uint32_t)stride;
     c->reserved = (uint32_t)SK_ALIGN_UP((size_t)sk_opt.slab_reserved, align);
@@ -261,14 +266,16 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     return c;
 }
 
+static spinlock_t init_lock = SPINLOCK_INIT;
+
 void slab_init(void)
 {
-    static spinlock_t init_lock = SPINLOCK_INIT;
     if (likely(slab_ready()))
         return;
     spin_lock(&init_lock);
     if (!slab_is_ready) {
         page_init();
+        slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
         kmalloc_init();
         __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
     }
@@ -316,7 +323,7 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
-    slab_free(c, obj);
+    slab_free(c, obj, "sk_cache_free");
 }
 
 int sk_cache_shrink(sk_cache_t *cache)
@@ -374,4 +381,6 @@ void slab_atfork_child(void)
         spin_unlock(&meta_lock);
     }
     lock_reset(&cache_lock);
+    /* A thread caught initialising left nothing published: start over. */
+    spin_unlock(&init_lock);
 }

@@ -184,8 +184,11 @@ void *sk_malloc(size_t size)
     if (likely(size <= KMALLOC_SMALL_MAX)) {
         void *obj;
         unsigned i = __atomic_load_n(&kmalloc_small_index[(size + 7) >> 3], __ATOMIC_RELAXED);
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj)))
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
+            /* The free marker (slab.h): word 1, or word 0 of kmalloc-8. */
+            ((uintptr_t *)obj)[size - 1 >= 8] = 0;
             return obj;
+        }
     }
     return kmalloc_slow(size);
 }
@@ -201,13 +204,20 @@ void sk_free(void *p)
     kfree_inline(p);
 }
 
+/* What a user may use of an object of c: the stride, unless a
+ * constructor's free pointer follows the object. */
+static inline size_t slab_usable(const struct slab_cache *c)
+{
+    return c->offset ? c->object_size : c->size;
+}
+
 size_t sk_usable_size(const void *p)
 {
     struct slab_cache *c;
     if (!p)
         return 0;
     if (slab_of_object(p, &c))
-        return c->offset ? c->object_size : c->size;
+        return slab_usable(c);
     return kmalloc_usable_nonslab(p, "malloc_usable_size");
 }
 
@@ -230,8 +240,16 @@ void *sk_calloc(size_t nmemb, size_t size)
         return NULL;
     }
     void *p = sk_malloc(total);
-    if (p && !(total > KMALLOC_MAX_CACHE_SIZE && known_zero(p)))
-        memset(p, 0, total);
+    if (!p)
+        return NULL;
+    /* The whole usable size, as glibc: a program may use all of what
+     * malloc_usable_size reports.  Large blocks fresh from the OS are
+     * zero already. */
+    struct slab_cache *c;
+    if (slab_of_object(p, &c))
+        memset(p, 0, slab_usable(c));
+    else if (!known_zero(p))
+        memset(p, 0, kmalloc_usable_nonslab(p, "calloc"));
     return p;
 }
 
@@ -246,9 +264,9 @@ void *sk_realloc(void *p, size_t size)
     struct slab_cache *c;
     size_t old;
     if (slab_of_object(p, &c)) {
-        if (unlikely(cpu_array_top_is(slab_arrays(c), p)))
-            slab_bad_free("double free", "realloc", p, c, NULL);
-        old = c->offset ? c->object_size : c->size;
+        if (unlikely(slab_marked_free(c, p)))
+            slab_free_suspect(c, p, "realloc");
+        old = slab_usable(c);
         /* In place while the class still fits and is not more than twice
          * what is needed (then a smaller class is worth the copy). */
         if (size <= old && (size > old / 2 || old <= 16))

@@ -39,6 +39,8 @@
 
 #include "slab/slab.h"
 
+uintptr_t slab_free_key;     /* set by slab_init before the first slab */
+
 /* ---- free pointers ---- */
 
 static inline void *get_fp(const struct slab_cache *c, void *obj)
@@ -161,11 +163,14 @@ static struct sk_page *new_slab(struct slab_cache *c, void **freelist)
     pg->slab.head = pg;
     pg->slab.next = pg->slab.prev = NULL;
     pg->list_gen = 0;
-    /* Chain every object in address order; construct each once, now. */
+    /* Chain every object in address order; construct each once, now.
+     * Each carries the fresh marker (never handed out) until a hand-out
+     * clears it; below 16 bytes the free pointer takes its place. */
     for (unsigned i = 0; i < c->objects; i++) {
         char *obj = s_mem + (size_t)i * c->size;
         if (c->ctor)
             c->ctor(obj);
+        *slab_marker(c, obj) = SLAB_FRESH_KEY;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
     union slab_counters cnt = { .v = 0 };
@@ -474,6 +479,7 @@ void *slab_alloc_slow(struct slab_cache *c)
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
         book(c, slow_pops, 1);
+        slab_mark_live(c, first);
         return first;
     }
     void *buf[SLAB_BATCH_MAX];
@@ -529,6 +535,7 @@ refilled:;
     /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
      * ... in address order. */
     void *obj = buf[0];
+    slab_mark_live(c, obj);
     if (n > 1) {
         unsigned m = n - 1;
         for (unsigned i = 0; i < m / 2; i++) {
@@ -571,6 +578,82 @@ void slab_free_slow(struct slab_cache *c, void *obj)
         stat(c, SK_ARRAY_FLUSH);
         flush_to_slabs(c, buf, n);
     }
+}
+
+/* ---- the double-free search (slab_free_suspect) ---- */
+
+/* Is obj one of the first `max` links of the freelist at fl?  A racing
+ * update can leave a link pointing anywhere: decode with a range check
+ * and stop at the first link that is not an object of the slab. */
+static bool freelist_has(struct slab_cache *c, struct sk_page *pg, void *fl, const void *obj)
+{
+    char *lo = pg->slab.s_mem, *hi = lo + (size_t)c->objects * c->size;
+    for (unsigned i = 0; fl && i < c->objects; i++) {
+        if ((char *)fl < lo || (char *)fl >= hi || slab_obj_exact(c, pg, fl) >= c->objects)
+            return false;
+        if (fl == obj)
+            return true;
+        fl = get_fp(c, fl);
+    }
+    return false;
+}
+
+static bool array_has(cpu_arrays_t tab, int slot, const void *obj)
+{
+    struct cpu_array *a = cpu_array_at(tab, slot);
+    unsigned n = cpu_array_len(a), cap = __atomic_load_n(&a->cap, __ATOMIC_RELAXED);
+    if (n > cap)
+        return false;     /* a drain owns it: its objects are in flight */
+    for (unsigned i = 0; i < n; i++)
+        if (__atomic_load_n(&a->objs[i], __ATOMIC_RELAXED) == obj)
+            return true;
+    return false;
+}
+
+/* Where is a free obj (a name for diagnostics, NULL: not free)?  Every place a free object can be, in the order a
+ * flush moves it: the arrays of every CPU and the shared slot, the barn,
+ * the CPUs' private freelists, its slab's freelist.  A snapshot: an object
+ * moving between them concurrently can be missed (never falsely found). */
+static const char *find_free(struct slab_cache *c, void *obj)
+{
+    for (int slot = 0; slot < cpu_nr_slots(); slot++)
+        if (array_has(slab_arrays(c), slot, obj))
+            return "a per-CPU array";
+    struct sk_page *pg = slab_head(page_of(obj));
+    struct slab_barn *b = &c->node[pg->node].barn;
+    bool found = false;
+    if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
+        lock_acquire(&b->lock);
+        for (unsigned i = 0; i < b->count && !found; i++)
+            found = b->objs[i] == obj;
+        lock_release(&b->lock);
+        if (found)
+            return "the barn";
+    }
+    for (int cpu = 0; cpu < cpu_nr_ids && !found; cpu++) {
+        struct slab_cpu *sc = &c->cpu[cpu];
+        if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
+            continue;
+        lock_acquire(&sc->lock);
+        found = sc->slab == pg && freelist_has(c, pg, sc->freelist, obj);
+        lock_release(&sc->lock);
+        if (found)
+            return "a CPU freelist";
+    }
+    if (freelist_has(c, pg, slab_freelist(pg), obj))
+        return "its slab's freelist";
+    return NULL;
+}
+
+SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *call)
+{
+    bool fresh = *slab_marker(c, obj) == SLAB_FRESH_KEY;
+    const char *where = find_free(c, obj);
+    if (!where)
+        return;       /* the user's data matched the key: free it */
+    if (fresh)
+        os_fatal("invalid free: %s(%p) in %s, an object never handed out", call, obj, c->name);
+    slab_bad_free("double free", call, obj, c, NULL);
 }
 
 /* ---- shrink ---- */
@@ -622,7 +705,7 @@ int slab_shrink(struct slab_cache *c)
 {
     void *buf[SLAB_BATCH_MAX];
     int freed = 0;
-    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+    for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
         unsigned n;
         while ((n = cpu_drain_remote(slab_arrays(c), cpu, buf, SLAB_BATCH_MAX))) {
             stat(c, SK_REMOTE_DRAIN);
@@ -715,6 +798,9 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
             info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
         lock_release(&sc->lock);
     }
+    /* The shared slot of threads without rseq (no slab_cpu of its own). */
+    info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
+    ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         struct slab_node *n = &c->node[nid];
         lock_acquire(&n->list_lock);

@@ -90,6 +90,9 @@ struct slab_cache {
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
     uint32_t reserved;            /* slab_reserved header bytes */
+    uint32_t kofs;                /* free marker's offset in an object (see
+                                   * slab_free): 8; after the free pointer
+                                   * with a constructor; 0 below 16 bytes */
     /* Slow paths. */
     uint32_t object_size;         /* what the user asked for */
     uint32_t align;
@@ -187,18 +190,63 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     return pg;
 }
 
+/* ---- the free marker: every double free is caught ----
+ *
+ * glibc's tcache key, for every place a free object can sit (a per-CPU
+ * array, the barn, a CPU's private freelist, a slab freelist): free stores
+ * slab_free_key in the object at c->kofs, and every hand-out clears it.  A
+ * free that finds the key already there (or the fresh marker, key | 1, that
+ * a new slab writes into objects never handed out) takes slab_free_suspect,
+ * which searches for the object and aborts when it finds it free; a match
+ * by chance (user data equal to a 64-bit random key) finds nothing and
+ * frees normally.  The marker sits at word 1, which the free pointer
+ * (word 0) never overwrites, so it survives a flush to the slab; with a
+ * constructor it sits after the free pointer, outside the object, which
+ * stays in its constructed state.  Objects under 16 bytes (kmalloc-8 of
+ * sk_malloc, 8-byte caches) have one word: there the free pointer replaces
+ * the marker once the object goes back to its slab.
+ */
+extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bit 0 clear */
+#define SLAB_FRESH_KEY (slab_free_key | 1)
+
+static inline uintptr_t *slab_marker(const struct slab_cache *c, void *obj)
+{
+    return (uintptr_t *)((char *)obj + c->kofs);
+}
+/* A handed-out object carries no marker. */
+static inline void slab_mark_live(const struct slab_cache *c, void *obj)
+{
+    *slab_marker(c, obj) = 0;
+}
+/* Is the object's marker the free or the fresh one?  One xor, one compare. */
+static inline bool slab_marked_free(const struct slab_cache *c, void *obj)
+{
+    return (*slab_marker(c, obj) ^ slab_free_key) <= 1;
+}
+/* The slow check of a marked object: aborts naming the call when the
+ * object is free or was never handed out; returns when the mark was a
+ * coincidence. */
+void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
+
 /* ---- the fast paths ---- */
 
 static inline void *slab_alloc(struct slab_cache *c)
 {
     void *obj;
-    if (likely(cpu_pop_fast(slab_arrays(c), &obj)))
+    if (likely(cpu_pop_fast(slab_arrays(c), &obj))) {
+        slab_mark_live(c, obj);
         return obj;
-    return slab_alloc_slow(c);
+    }
+    return slab_alloc_slow(c);   /* marks its object live itself */
 }
 
-static inline void slab_free(struct slab_cache *c, void *obj)
+/* Free a checked object of c (slab_of_object said so): mark it free and
+ * push it on this CPU's array.  `call` names the entry point in reports. */
+static inline void slab_free(struct slab_cache *c, void *obj, const char *call)
 {
+    if (unlikely(slab_marked_free(c, obj)))
+        slab_free_suspect(c, obj, call);
+    *slab_marker(c, obj) = slab_free_key;
     if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
     slab_free_slow(c, obj);
@@ -211,9 +259,7 @@ static inline void kfree_inline(void *p)
 {
     struct slab_cache *c;
     if (likely(slab_of_object(p, &c))) {
-        if (likely(cpu_push_fast(slab_arrays(c), p)))
-            return;
-        slab_free_slow(c, p);
+        slab_free(c, p, "free");
         return;
     }
     sk_free_slow(p, "free");

@@ -84,6 +84,60 @@ static void double_free_64_busy(void)
     free_fn(b);
 }
 
+/* The first free's object is no longer on top of the array: glibc's
+ * tcache-key case, free(a); free(b); free(a). */
+static void double_free_aba(void)
+{
+    void *a = obj_of(64), *b = obj_of(64);
+    expect(a, NULL);
+    free_fn(a);
+    free_fn(b);
+    free_fn(a);
+}
+
+/* 300 other frees in between: the first free's object has been flushed
+ * from the per-CPU array to its slab's freelist or the barn. */
+static void double_free_after_300(void)
+{
+    void *a = obj_of(64), *o[300];
+    for (int i = 0; i < 300; i++)
+        o[i] = obj_of(64);
+    expect(a, NULL);
+    free_fn(a);
+    for (int i = 0; i < 300; i++)
+        free_fn(o[i]);
+    free_fn(a);
+}
+
+/* malloc_trim drains every array to the slabs: the object sits on its
+ * slab's freelist (a live neighbour keeps the slab). */
+static void double_free_on_slab_freelist(void)
+{
+    void *keep = obj_of(96), *a = obj_of(96);
+    expect(a, NULL);
+    free_fn(a);
+    malloc_trim(0);
+    free_fn(a);
+    free_fn(keep);
+}
+
+/* An object of a fresh slab that malloc never returned (the last slot of
+ * the slab of a live object of a class nothing else uses). */
+static void free_never_allocated(void)
+{
+    char *p = obj_of(7000);
+    size_t stride = malloc_usable_size(p);
+    char *last = p;
+    /* Slabs of this class are 8 pages: walk to the last whole object. */
+    uintptr_t slab = (uintptr_t)p & ~(uintptr_t)(8 * 4096 - 1);
+    while ((uintptr_t)(last + 2 * stride) <= slab + 8 * 4096)
+        last += stride;
+    if (last == p)
+        _exit(92);
+    expect(last, NULL);
+    free_fn(last);
+}
+
 static void double_free_24(void) { void *p = obj_of(24); expect(p, NULL); free_fn(p); free_fn(p); }
 static void double_free_1000(void) { void *p = obj_of(1000); expect(p, NULL); free_fn(p); free_fn(p); }
 static void double_free_3000(void) { void *p = obj_of(3000); expect(p, NULL); free_fn(p); free_fn(p); }
@@ -220,6 +274,14 @@ static const struct bad_case cases[] = {
       "^slabkit: double free: free\\(" HEX "\\) in kmalloc-64$" },
     { "double free of a kmalloc-64 object among live neighbours", double_free_64_busy,
       "^slabkit: double free: free\\(" HEX "\\) in kmalloc-64$" },
+    { "double free after another free (free a, free b, free a)", double_free_aba,
+      "^slabkit: double free: free\\(" HEX "\\) in kmalloc-64$" },
+    { "double free after 300 other frees (flushed from the array)", double_free_after_300,
+      "^slabkit: double free: free\\(" HEX "\\) in kmalloc-64$" },
+    { "double free of an object on its slab's freelist (after malloc_trim)", double_free_on_slab_freelist,
+      "^slabkit: double free: free\\(" HEX "\\) in kmalloc-96$" },
+    { "free of an object never handed out", free_never_allocated,
+      "^slabkit: invalid free: free\\(" HEX "\\) in kmalloc-7168, an object never handed out$" },
     { "double free of a 24-byte object", double_free_24,
       "^slabkit: double free: free\\(" HEX "\\) in " CACHE "$" },
     { "double free of a 1000-byte object", double_free_1000,
@@ -368,9 +430,21 @@ int main(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i]);
 
-    /* The parent's heap is unharmed by all that. */
-    void *p = malloc(64);
-    free(p);
-    ok(1, "the parent still allocates after its children's bad calls");
+    /* The parent's heap is unharmed by all that: 64-byte objects come and
+     * go, each distinct and intact. */
+    unsigned char *q[64];
+    int fine = 1;
+    for (int i = 0; i < 64; i++) {
+        q[i] = malloc(64);
+        fine &= q[i] != NULL;
+        if (q[i])
+            memset(q[i], i, 64);
+    }
+    for (int i = 0; fine && i < 64; i++)
+        for (int k = 0; k < 64; k++)
+            fine &= q[i][k] == i;
+    for (int i = 0; i < 64; i++)
+        free(q[i]);
+    ok(fine, "the parent still allocates, distinct and intact, after its children's bad calls");
     return done_testing();
 }

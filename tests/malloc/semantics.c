@@ -169,7 +169,28 @@ static void test_enomem(void)
     errno = 0;
     ok(null_enomem(aligned_alloc(4096, SIZE_MAX - 4095)), "aligned_alloc(4096, SIZE_MAX - 4095) is NULL/ENOMEM");
     void *p = (void *)1;
-    ok(posix_memalign(&p, 4096, SIZE_MAX - 100) == ENOMEM, "posix_memalign of a huge size returns ENOMEM");
+    /* Through a pointer: gcc assumes posix_memalign leaves errno alone
+     * and would fold the checks below to errno's old value. */
+    int (*volatile pm)(void **, size_t, size_t) = posix_memalign;
+    errno = 0;
+    ok(pm(&p, 4096, SIZE_MAX - 100) == ENOMEM && errno == ENOMEM,
+       "posix_memalign of a huge size returns ENOMEM and sets errno ENOMEM (as glibc)");
+    errno = 0;
+    ok(pm(&p, 24, 64) == EINVAL && errno == 0,
+       "posix_memalign with a bad alignment returns EINVAL and leaves errno alone");
+    /* Alignments past 2^63 have no power of two to round up to. */
+    const size_t huge_align[] = { SIZE_MAX, ((size_t)1 << 63) + 1, ((size_t)1 << 63) + 4096 };
+    int einval = 1;
+    for (size_t i = 0; i < sizeof huge_align / sizeof huge_align[0]; i++) {
+        errno = 0;
+        void *m = memalign(huge_align[i], 16);
+        if (m || errno != EINVAL) {
+            diag("memalign(%#zx, 16) = %p, errno %d", huge_align[i], m, errno);
+            einval = 0;
+            free(m);
+        }
+    }
+    ok(einval, "memalign with an alignment above 2^63 returns NULL with errno EINVAL");
     errno = 0;
     ok(null_enomem(valloc(SIZE_MAX - 10)), "valloc(SIZE_MAX - 10) is NULL/ENOMEM");
     errno = 0;
@@ -257,6 +278,28 @@ static void test_calloc(void)
         zero &= c[j] == 0;
     ok(zero && malloc_usable_size(c) >= 33000, "calloc(1000, 33) gives 33000 zero bytes");
     free(c);
+
+    /* The whole usable size is zero, not just what was asked for (glibc,
+     * jemalloc, tcmalloc and mimalloc all do this): dirty each size in
+     * full, free, then calloc fewer bytes of the same class. */
+    int whole = 1;
+    for (size_t n = 1; n <= 40000; n = n < 64 ? n + 1 : n * 5 / 4) {
+        unsigned char *d = malloc(n);
+        size_t u = d ? malloc_usable_size(d) : 0;
+        if (d)
+            memset(d, 0xa5, u);
+        free(d);
+        unsigned char *z = calloc(1, n);
+        size_t uz = z ? malloc_usable_size(z) : 0;
+        for (size_t j = 0; z && j < uz; j++)
+            if (z[j]) {
+                diag("calloc(1, %zu): byte %zu of %zu usable is %#x", n, j, uz, z[j]);
+                whole = 0;
+                break;
+            }
+        free(z);
+    }
+    ok(whole, "calloc zeroes the whole usable size (calloc(1, 17): bytes 17..31 too)");
 }
 
 /* ---- realloc ----------------------------------------------------------- */
