@@ -656,6 +656,14 @@ SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *
     slab_bad_free("double free", call, obj, c, NULL);
 }
 
+SK_NOINLINE void slab_free_marked(struct slab_cache *c, void *obj, const char *call)
+{
+    slab_free_suspect(c, obj, call);
+    *slab_marker(c, obj) = slab_free_key;
+    if (!cpu_push_fast(slab_arrays(c), obj))
+        slab_free_slow(c, obj);
+}
+
 /* ---- shrink ---- */
 
 /* Give a CPU slab and its private freelist back (slab_cpu lock held).

@@ -227,6 +227,9 @@ static inline bool slab_marked_free(const struct slab_cache *c, void *obj)
  * object is free or was never handed out; returns when the mark was a
  * coincidence. */
 void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
+/* slab_free's out-of-line half for a marked object: the check, then the
+ * free (so the fast path keeps nothing live across a call). */
+void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
 /* ---- the fast paths ---- */
 
@@ -244,8 +247,10 @@ static inline void *slab_alloc(struct slab_cache *c)
  * push it on this CPU's array.  `call` names the entry point in reports. */
 static inline void slab_free(struct slab_cache *c, void *obj, const char *call)
 {
-    if (unlikely(slab_marked_free(c, obj)))
-        slab_free_suspect(c, obj, call);
+    if (unlikely(slab_marked_free(c, obj))) {
+        slab_free_marked(c, obj, call);
+        return;
+    }
     *slab_marker(c, obj) = slab_free_key;
     if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
