@@ -215,7 +215,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
         lock_reset(&c->node[n].barn.lock);
-        c->node[n].barn.cap = barn;
+        c->node[n].barn.cap = n == 0 ? barn : 0;
         c->node[n].barn.wanted_by = -1;
     }
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
@@ -261,10 +261,13 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cpu = c ? meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
         if (!cpu)
             return NULL;
-        /* Touched only as far as a barn fills: untouched pages cost no RSS. */
-        for (int n = 0; n < MAX_NUMNODES; n++)
-            if (!(barn[n] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *))))
-                return NULL;
+        /* Touched only as far as a barn fills: untouched pages cost no
+         * RSS.  Only node 0's barn is used (one node here): the others get
+         * no storage and capacity 0 (4 KiB each of address space per
+         * cache, which counts under RLIMIT_AS). */
+        memset(barn, 0, sizeof barn);
+        if (!(barn[0] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *))))
+            return NULL;
     }
     c->cpu = cpu;
     for (int n = 0; n < MAX_NUMNODES; n++)
