@@ -30,9 +30,11 @@
  * two-level radix table over user addresses (below 2^47) indexed by
  * addr >> 26: a root of VM_ROOT_ENTRIES leaf offsets in bss, and leaves of
  * VM_LEAF_ENTRIES slice pointers mapped on demand (one leaf covers 64 GiB).
- * A root entry holds the leaf's distance from vm_map_empty_leaf, a static
- * all-NULL leaf, so an unused (zero) entry reads that leaf: a lookup is two
- * dependent loads and no branch beyond the range check, no lock, no fault.
+ * Unused root entries point at vm_map_empty_leaf, a static all-NULL
+ * leaf, so a lookup is two dependent loads and no branch beyond the range
+ * check, no lock, no fault.  (The root is initialised data: 2048 load-time
+ * relocations, 16 KiB, against two more instructions per lookup for
+ * offsets from a zero-filled root.)
  * A foreign or wild pointer reads NULL, a non-canonical one is rejected by
  * its top bits.  (A flat table was 16 MiB of bss, all of it counted by
  * RLIMIT_AS though untouched.)
@@ -112,19 +114,18 @@ static inline struct vm_slice *vm_header_of(const void *desc)
 struct vm_map_leaf {
     struct vm_slice *slice[VM_LEAF_ENTRIES];
 };
-extern struct vm_map_leaf vm_map_empty_leaf SK_INTERNAL;
-/* Leaf address minus &vm_map_empty_leaf; 0: no leaf yet. */
-extern uintptr_t vm_map_root[VM_ROOT_ENTRIES] SK_INTERNAL;
+extern struct vm_map_leaf vm_map_empty_leaf SK_INTERNAL;   /* all NULL, never written */
+/* Every entry points at a leaf: its own, or vm_map_empty_leaf. */
+extern struct vm_map_leaf *vm_map_root[VM_ROOT_ENTRIES] SK_INTERNAL;
 
 static inline struct vm_slice *vm_slice_of(const void *p)
 {
     uintptr_t i = (uintptr_t)p >> SLICE_SHIFT;   /* one shift serves both */
     if (unlikely(i >= VM_MAP_ENTRIES))
         return NULL;
-    /* Acquire (a plain load on x86): a leaf is zero-filled before its
-     * offset is published. */
-    uintptr_t off = __atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE);
-    const struct vm_map_leaf *leaf = (const struct vm_map_leaf *)((uintptr_t)&vm_map_empty_leaf + off);
+    /* Acquire (a plain load on x86): a leaf is zero-filled before it is
+     * published. */
+    const struct vm_map_leaf *leaf = __atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE);
     return __atomic_load_n(&leaf->slice[i & (VM_LEAF_ENTRIES - 1)], __ATOMIC_RELAXED);
 }
 
