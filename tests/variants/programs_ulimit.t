@@ -10,15 +10,17 @@
 # limit at which the program runs on glibc's malloc, found here by
 # bisection.  MARGIN is slabkit's fixed cost under a limit: its bss (4 MiB
 # of always-empty per-CPU arrays, src/cpu), two slice headers of 1 MiB
-# (one partial slice per zone: slab pages, large blocks), about 1 MiB of
+# (one partial slice per zone: slab pages, large blocks), about 0.5 MiB of
 # cache metadata, the first partial slices (256 KiB and up) and the
-# per-CPU page lists, with room to spare.
+# per-CPU page lists, with room to spare; plus 41 KiB per possible CPU
+# (each of the 41 kmalloc caches holds a 1 KiB array per CPU).
 set -u
 . "$(dirname "$0")/programs.sh"
 in_workdir ulimit
 LC_ALL=C
 export LC_ALL
-MARGIN=10240
+CPUS=$(getconf _NPROCESSORS_CONF 2>/dev/null || echo 1)
+MARGIN=$((10240 + 41 * CPUS))
 
 progs="ls sort"
 # The interpreter itself, not a wrapper script (pyenv's shims are bash).
