@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,34 +28,80 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-/* mmap `size` bytes aligned to `align`: over-map by align, trim both ends. */
+/* A mapping at exactly `at`, or NULL without touching what is there
+ * (MAP_FIXED_NOREPLACE; a kernel before 4.17 takes the flag as a hint and
+ * may place it elsewhere: that counts as taken, errno EEXIST). */
+static void *map_at(void *at, size_t size, int prot)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+    void *p = mmap(at, size, prot, flags, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (p != at) {
+        munmap(p, size);
+        errno = EEXIST;
+        return NULL;
+    }
+    return p;
+}
+
+/* Aligned candidates tried in place before over-mapping, and after an
+ * over-map was refused (an address-space limit: the space is there, but
+ * not twice the size of it). */
+#define MAP_ALIGNED_TRIES 8
+#define MAP_ALIGNED_TRIES_LIMITED 1024
+
+/* Try `tries` aligned addresses going down from *at; NULL with errno
+ * EEXIST when all were taken (*at then the next candidate). */
+static void *map_aligned_below(uintptr_t *at, size_t size, size_t align, int prot, int tries)
+{
+    for (; tries > 0 && *at >= align; tries--, *at -= align) {
+        void *q = map_at((void *)*at, size, prot);
+        if (q || errno != EEXIST)
+            return q;
+    }
+    errno = EEXIST;
+    return NULL;
+}
+
+/*
+ * mmap `size` bytes aligned to `align` without mapping more than `size`
+ * (under RLIMIT_AS an over-map of size + align fails long before the
+ * mapping itself would): a plain mmap first, aligned by luck as often as
+ * not; else, since the kernel places mappings top-down, the aligned
+ * address just below it is usually free: try it and a few further down
+ * with MAP_FIXED_NOREPLACE.  Only then over-map by align and trim, and if
+ * the OS refuses that, search further down.
+ */
 static void *map_aligned(size_t size, size_t align, int prot)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-    if (align <= SK_PAGE_SIZE) {
-        void *p = mmap(NULL, size, prot, flags, -1, 0);
-        return p == MAP_FAILED ? NULL : p;
-    }
-    /* First try exactly: the kernel often places a mapping aligned by luck
-     * of the previous one, and then there is nothing to trim. */
     void *p = mmap(NULL, size, prot, flags, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    if (((uintptr_t)p & (align - 1)) == 0)
+    if (align <= SK_PAGE_SIZE || ((uintptr_t)p & (align - 1)) == 0)
         return p;
     munmap(p, size);
+    uintptr_t at = SK_ALIGN_DOWN((uintptr_t)p, align);
+    void *q = map_aligned_below(&at, size, align, prot, MAP_ALIGNED_TRIES);
+    if (q || errno != EEXIST)
+        return q;
     size_t over = size + align;
     if (over < size) {
         errno = ENOMEM;
         return NULL;
     }
-    char *q = mmap(NULL, over, prot, flags, -1, 0);
-    if (q == MAP_FAILED)
-        return NULL;
-    char *a = (char *)SK_ALIGN_UP((uintptr_t)q, align);
-    if (a > q)
-        munmap(q, (size_t)(a - q));
-    size_t tail = (size_t)((q + over) - (a + size));
+    char *m = mmap(NULL, over, prot, flags, -1, 0);
+    if (m == MAP_FAILED) {
+        q = map_aligned_below(&at, size, align, prot, MAP_ALIGNED_TRIES_LIMITED);
+        if (!q)
+            errno = ENOMEM;
+        return q;
+    }
+    char *a = (char *)SK_ALIGN_UP((uintptr_t)m, align);
+    if (a > m)
+        munmap(m, (size_t)(a - m));
+    size_t tail = (size_t)((m + over) - (a + size));
     if (tail)
         munmap(a + size, tail);
     return a;
@@ -62,6 +109,18 @@ static void *map_aligned(size_t size, size_t align, int prot)
 
 void *os_reserve(size_t size, size_t align) { return map_aligned(size, align, PROT_NONE); }
 void *os_map(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE); }
+void *os_map_fixed(void *at, size_t size) { return map_at(at, size, PROT_READ | PROT_WRITE); }
+
+size_t os_limit_bytes(void)
+{
+    size_t lim = SIZE_MAX;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
+        lim = (size_t)rl.rlim_cur;
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < lim)
+        lim = (size_t)rl.rlim_cur;
+    return lim;
+}
 
 int os_commit(void *p, size_t size) { return mprotect(p, size, PROT_READ | PROT_WRITE); }
 

@@ -38,8 +38,18 @@
 /* Reserve address space: PROT_NONE, MAP_NORESERVE, aligned to `align`
  * (a power of two >= 4096).  NULL on failure (errno as mmap left it). */
 void *os_reserve(size_t size, size_t align);
-/* Map read-write, MAP_NORESERVE, aligned; pages are zero until touched. */
+/* Map read-write, MAP_NORESERVE, aligned; pages are zero until touched.
+ * Aligned mappings never map more than `size` unless every aligned
+ * candidate near where the kernel would place them is taken. */
 void *os_map(size_t size, size_t align);
+/* Map read-write exactly at `at` (page-aligned) without replacing
+ * anything: NULL with errno EEXIST when part of the range is taken,
+ * ENOMEM when the OS refuses. */
+void *os_map_fixed(void *at, size_t size);
+/* The smaller of RLIMIT_AS and RLIMIT_DATA (soft limits) in bytes;
+ * SIZE_MAX when neither is set.  Read anew on each call: a program may
+ * change its limits at any time. */
+size_t os_limit_bytes(void);
 /* Make reserved space usable (PROT_READ|PROT_WRITE): 0 or -1. */
 int os_commit(void *p, size_t size);
 /* Return the pages and make the range inaccessible again (still reserved):

@@ -7,11 +7,21 @@
  * (exact page counts, resized in place).  Each block records its zone in
  * pg->node, so every free goes back where it came from.
  *
+ * Growth: a zone gets memory from the arena a slice at a time, or, when
+ * the arena cannot grow (an address-space limit, a full address space),
+ * as a partial slice that grows in place (doubling, from 256 KiB) while
+ * the address space above it is free.  After a failed allocation,
+ * page_release_free gives wholly free slices back to the OS, so that what
+ * one zone freed can serve the other under a tight limit.
+ *
  * Lock order:
- *   1. zone->lock   (an sk_mutex: held for list surgery, never across a
+ *   1. zone->grow_lock (an sk_mutex: one thread maps memory for a zone at
+ *                    a time; held across the system calls that grow or
+ *                    release the zone's slices)
+ *   2. zone->lock   (an sk_mutex: held for list surgery, never across a
  *                    system call: slices are made and memory purged with
  *                    the lock dropped)
- *   2. vm_lock      (leaf, inside src/vm)
+ *   3. vm_lock      (leaf, inside src/vm)
  * The per-CPU page lists are per-CPU arrays (src/cpu): no lock in rseq
  * mode, the array's own spinlock in the fallback; never taken with the
  * zone lock held except by page_drain_pcp's remote drain (array lock is a
@@ -27,6 +37,9 @@
  *  - free_pages = sum of free block sizes; dirty_pages = those on dirty
  *    lists (an upper bound of what is resident: a block merged from a
  *    dirty and a clean part counts as dirty whole).
+ *  - A partial slice's blocks lie in its mapped prefix: its descriptors
+ *    past `mapped` stay zero, so no buddy there ever merges.  Every
+ *    partial slice of the zone is on z->partials.
  * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
  * until drained back, and they count in no zone total.
  *
@@ -162,29 +175,127 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, bool *clean_out
     return NULL;
 }
 
-/* Add a new slice to the zone: called without the zone lock.
- * Which page size: a zone's first slice is on base pages, so a small
- * program never pays 2 MiB of RSS for a few pages; once a zone outgrows
- * one slice its memory is dense (busy slab caches, large blocks), and its
- * further slices are huge-page slices (huge_slices=1, THP not "never"),
- * for TLB reach.  Their free memory goes back only a whole huge page at a
- * time (zone_reclaim_batch), so huge pages are never broken up. */
-static int zone_grow(struct zone *z)
+static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, bool clean,
+                            uint64_t now);
+
+/* Hand [idx, end) of slice s to the zone as free blocks (zone->lock held). */
+static void zone_add_range(struct zone *z, struct vm_slice *s, size_t idx, size_t end, bool clean)
 {
-    enum vm_slice_kind kind = VM_SLICE_BASE;
-    if (sk_opt.huge_slices && __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) >= SLICE_PAGES)
-        kind = VM_SLICE_HUGE;   /* vm says once (verbose) when THP is off */
-    struct vm_slice *s = vm_slice_new(kind, sizeof(struct sk_page));
+    /* Atomic: zone_grow reads it unlocked to choose the page size. */
+    __atomic_store_n(&z->managed_pages, z->managed_pages + (end - idx), __ATOMIC_RELAXED);
+    zone_free_range(z, (struct sk_page *)s->pages, idx, end, clean, 0);
+    z->grow_gen++;
+}
+
+/* A partial slice starts with this much mapped (or what the request
+ * needs), and doubles each time it grows. */
+#define PARTIAL_START_PAGES ((size_t)(256 << 10) >> SK_PAGE_SHIFT)
+
+/* Grow the zone's open partial slice in place to hold a block of `order`:
+ * 0, or -1 with errno EEXIST (no room above: the slice is closed) or
+ * ENOMEM.  grow_lock held. */
+static int zone_grow_partial(struct zone *z, unsigned order)
+{
+    struct vm_slice *s = z->partial;
+    size_t need = (size_t)1 << order, m = s->mapped >> SK_PAGE_SHIFT;
+    size_t start = SK_ALIGN_UP(m, need), least = start + need, end = 2 * m;
+    if (least > SLICE_PAGES) {
+        z->partial = NULL;        /* full enough: the next growth starts another */
+        errno = EEXIST;
+        return -1;
+    }
+    if (end < least)
+        end = least;
+    if (end > SLICE_PAGES)
+        end = SLICE_PAGES;
+    int r = vm_partial_grow(s, end << SK_PAGE_SHIFT);
+    if (r != 0 && errno == ENOMEM && end > least) {
+        end = least;              /* refused: exactly what the request needs */
+        r = vm_partial_grow(s, end << SK_PAGE_SHIFT);
+    }
+    if (r != 0) {
+        if (errno == EEXIST)
+            z->partial = NULL;    /* someone's mapping lies above: closed */
+        return -1;
+    }
+    lock_acquire(&z->lock);
+    zone_add_range(z, s, m, end, true);
+    lock_release(&z->lock);
+    if (end == SLICE_PAGES)
+        z->partial = NULL;
+    return 0;
+}
+
+/* A new partial slice holding at least a block of `order`; grow_lock held. */
+static int zone_new_partial(struct zone *z, unsigned order)
+{
+    size_t need = (size_t)1 << order, pages = need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
+    struct vm_slice *s = vm_partial_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
+    if (!s && pages > need) {
+        pages = need;
+        s = vm_partial_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
+    }
     if (!s)
         return -1;
     s->zone = z;
     s->node = (uint16_t)z->node;
     lock_acquire(&z->lock);
-    /* Atomic: zone_grow reads it unlocked to choose the page size. */
-    __atomic_store_n(&z->managed_pages, z->managed_pages + SLICE_PAGES, __ATOMIC_RELAXED);
-    zone_insert(z, (struct sk_page *)s->pages, SK_MAX_ORDER, true, 0);
+    s->zone_next = z->partials;
+    z->partials = s;
+    zone_add_range(z, s, 0, pages, true);
     lock_release(&z->lock);
+    z->partial = pages < SLICE_PAGES ? s : NULL;
     return 0;
+}
+
+/*
+ * Add memory to the zone for a block of `order`: called without the zone
+ * lock, with `gen` the zone's grow_gen when the caller found no block (if
+ * another thread has grown the zone since, there is nothing to do: retry).
+ * In turn: grow the open partial slice in place; a new arena slice; a new
+ * partial slice (when the arena cannot grow: RLIMIT_AS, RLIMIT_DATA, or the
+ * address space is full).  0, or -1 with errno ENOMEM.
+ *
+ * Which page size: a zone's first slice is on base pages, so a small
+ * program never pays 2 MiB of RSS for a few pages; once a zone outgrows
+ * one slice its memory is dense (busy slab caches, large blocks), and its
+ * further slices are huge-page slices (huge_slices=1, THP not "never"),
+ * for TLB reach.  Their free memory goes back only a whole huge page at a
+ * time (zone_reclaim_batch), so huge pages are never broken up.  Partial
+ * slices are always on base pages.
+ */
+static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
+{
+    int r = 0;
+    lock_acquire(&z->grow_lock);
+    if (__atomic_load_n(&z->grow_gen, __ATOMIC_RELAXED) != gen)
+        goto out;
+    if (z->partial) {
+        if (zone_grow_partial(z, order) == 0)
+            goto out;
+        if (errno != EEXIST)
+            goto nomem;
+    }
+    enum vm_slice_kind kind = VM_SLICE_BASE;
+    if (sk_opt.huge_slices && __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) >= SLICE_PAGES)
+        kind = VM_SLICE_HUGE;   /* vm says once (verbose) when THP is off */
+    struct vm_slice *s = vm_slice_new(kind, sizeof(struct sk_page));
+    if (s) {
+        s->zone = z;
+        s->node = (uint16_t)z->node;
+        lock_acquire(&z->lock);
+        zone_add_range(z, s, 0, SLICE_PAGES, true);
+        lock_release(&z->lock);
+        goto out;
+    }
+    if (zone_new_partial(z, order) == 0)
+        goto out;
+nomem:
+    errno = ENOMEM;
+    r = -1;
+out:
+    lock_release(&z->grow_lock);
+    return r;
 }
 
 /* ---- reclaim: aging and returning memory ---- */
@@ -299,6 +410,7 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order)
     for (;;) {
         bool clean;
         lock_acquire(&z->lock);
+        unsigned long gen = z->grow_gen;
         struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
             zone_maybe_reclaim(z);
@@ -309,7 +421,7 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order)
             return pg;
         }
         lock_release(&z->lock);
-        if (zone_grow(z) != 0) {
+        if (zone_grow(z, order, gen) != 0) {
             errno = ENOMEM;
             return NULL;
         }
@@ -323,6 +435,7 @@ static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page *
     while (got == 0) {
         bool clean;
         lock_acquire(&z->lock);
+        unsigned long gen = z->grow_gen;
         while (got < n) {
             struct sk_page *pg = zone_take(z, order, &clean);
             if (!pg)
@@ -334,7 +447,7 @@ static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page *
         if (got)
             zone_maybe_reclaim(z);
         lock_release(&z->lock);
-        if (got == 0 && zone_grow(z) != 0)
+        if (got == 0 && zone_grow(z, order, gen) != 0)
             break;
     }
     return got;
@@ -354,10 +467,11 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
 
 #define PCP_BATCH_MAX 32
 
-static void page_init_locked(void)
+static int page_init_locked(void)
 {
     for (int n = 0; n < MAX_NUMNODES; n++) {
         lock_reset(&page_zones[n].lock);
+        lock_reset(&page_zones[n].grow_lock);
         page_zones[n].node = n;
     }
     pcp_enabled = sk_opt.pcp != 0;
@@ -369,32 +483,36 @@ static void page_init_locked(void)
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
-        if (!pcp_enabled) {
-            page_pcp.lists[o] = cpu_empty_arrays;
+        /* Lists mapped by an earlier, failed, attempt are kept. */
+        if (!pcp_enabled || page_pcp.lists[o] != cpu_empty_arrays)
             continue;
-        }
         size_t bytes = cpu_arrays_bytes();
         void *mem = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
-        if (!mem)
-            os_fatal("cannot map per-CPU page lists (%zu bytes)", bytes);
+        if (!mem) {
+            errno = ENOMEM;
+            return -1;    /* the lists still empty stay always-empty */
+        }
         page_pcp.lists[o] = cpu_arrays_init(mem, high[o]);
     }
     __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);
+    return 0;
 }
 
 static spinlock_t init_lock = SPINLOCK_INIT;
 
-void page_init(void)
+int page_init(void)
 {
     if (likely(__atomic_load_n(&page_ready, __ATOMIC_ACQUIRE)))
-        return;
+        return 0;
+    int r = 0;
     spin_lock(&init_lock);
     if (!page_ready) {
         os_options_init();
         cpu_init();
-        page_init_locked();
+        r = page_init_locked();
     }
     spin_unlock(&init_lock);
+    return r;
 }
 
 struct sk_page *page_alloc(unsigned order)
@@ -468,7 +586,8 @@ static unsigned order_for(size_t nr_pages)
 }
 
 /* Free [idx, end) of a slice as the largest aligned blocks that fit. */
-static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, uint64_t now)
+static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, bool clean,
+                            uint64_t now)
 {
     while (idx < end) {
         unsigned o = idx ? (unsigned)__builtin_ctzl(idx) : SK_MAX_ORDER;
@@ -476,7 +595,7 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
             o = SK_MAX_ORDER;
         while (idx + ((size_t)1 << o) > end)
             o--;
-        zone_free_block(z, first + idx, o, false, now);
+        zone_free_block(z, first + idx, o, clean, now);
         idx += (size_t)1 << o;
     }
 }
@@ -499,7 +618,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         size_t idx = (size_t)(pg - first);
         uint64_t now = os_now_ms_coarse();
         lock_acquire(&z->lock);
-        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), now);
+        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), false, now);
         lock_release(&z->lock);
     }
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
@@ -516,7 +635,7 @@ void page_free_exact(struct sk_page *pg)
     uint64_t now = os_now_ms_coarse();
     pg_set_flags(pg, 0);
     lock_acquire(&z->lock);
-    zone_free_range(z, first, idx, idx + nr, now);
+    zone_free_range(z, first, idx, idx + nr, false, now);
     zone_maybe_reclaim(z);
     lock_release(&z->lock);
 }
@@ -539,7 +658,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
     if (nr_pages <= nr) {
         if (nr_pages < nr) {
             lock_acquire(&z->lock);
-            zone_free_range(z, first, end, idx + nr, now);
+            zone_free_range(z, first, end, idx + nr, false, now);
             lock_release(&z->lock);
             pg->large.nr_pages = nr_pages;
         }
@@ -562,7 +681,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         size_t span = (size_t)1 << b->order;
         zone_remove(z, b);
         if (q + span > end)
-            zone_free_range(z, first, end, q + span, now);   /* the overshoot */
+            zone_free_range(z, first, end, q + span, false, now);   /* the overshoot */
         q += span;
     }
     lock_release(&z->lock);
@@ -641,6 +760,97 @@ size_t page_reclaim(uint64_t age_ms, bool drain)
     return pages << SK_PAGE_SHIFT;
 }
 
+/* Whether every mapped page of partial slice s is in free blocks. */
+static bool partial_all_free(const struct vm_slice *s)
+{
+    const struct sk_page *first = (const struct sk_page *)s->pages;
+    size_t end = s->mapped >> SK_PAGE_SHIFT;
+    for (size_t idx = 0; idx < end;) {
+        const struct sk_page *pg = first + idx;
+        if (!(pg_flags(pg) & PG_BUDDY))
+            return false;
+        idx += (size_t)1 << pg->order;
+    }
+    return true;
+}
+
+/* Take every free block of slice s off the zone's lists (all its mapped
+ * pages are free), and the slice off the partial list; zone->lock held. */
+static void zone_take_slice(struct zone *z, struct vm_slice *s)
+{
+    struct sk_page *first = (struct sk_page *)s->pages;
+    size_t end = s->mapped >> SK_PAGE_SHIFT;
+    for (size_t idx = 0; idx < end;) {
+        unsigned o = first[idx].order;
+        zone_remove(z, first + idx);
+        idx += (size_t)1 << o;
+    }
+    __atomic_store_n(&z->managed_pages, z->managed_pages - end, __ATOMIC_RELAXED);
+    if (s->partial)
+        for (struct vm_slice **pp = &z->partials; *pp; pp = &(*pp)->zone_next)
+            if (*pp == s) {
+                *pp = s->zone_next;
+                break;
+            }
+    if (z->partial == s)
+        z->partial = NULL;
+}
+
+/* Wholly free slices of zone z, off its lists and chained through
+ * zone_next (grow_lock and zone->lock held). */
+static struct vm_slice *zone_free_slices(struct zone *z, bool arena)
+{
+    struct vm_slice *out = NULL;
+    for (int c = 0; c < 2; c++) {
+        struct sk_page *pg = list_of(z, SK_MAX_ORDER, c)->head, *next;
+        for (; pg; pg = next) {
+            next = pg->buddy.next;
+            struct vm_slice *s = page_slice(pg);
+            if (!arena && !s->partial)
+                continue;
+            zone_take_slice(z, s);
+            s->zone_next = out;
+            out = s;
+        }
+    }
+    for (struct vm_slice *s = z->partials, *next; s; s = next) {
+        next = s->zone_next;
+        if (!partial_all_free(s))
+            continue;
+        zone_take_slice(z, s);
+        s->zone_next = out;
+        out = s;
+    }
+    return out;
+}
+
+size_t page_release_free(bool arena)
+{
+    if (!__atomic_load_n(&page_ready, __ATOMIC_ACQUIRE))
+        return 0;
+    page_drain_pcp();
+    size_t bytes = 0;
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        struct zone *z = &page_zones[n];
+        lock_acquire(&z->grow_lock);
+        lock_acquire(&z->lock);
+        struct vm_slice *s = zone_free_slices(z, arena), *next;
+        if (s)
+            z->grow_gen++;
+        lock_release(&z->lock);
+        /* Unmapped with the zone lock dropped, but before anyone can grow
+         * the zone again: a partial slice's next growth must not race its
+         * unmapping. */
+        for (; s; s = next) {
+            next = s->zone_next;
+            bytes += s->mapped;
+            vm_slice_release(s);
+        }
+        lock_release(&z->grow_lock);
+    }
+    return bytes;
+}
+
 void page_stats(struct page_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -690,9 +900,14 @@ static void zone_rebuild(struct zone *z)
     memset(z->dirty, 0, sizeof z->dirty);
     memset(z->clean, 0, sizeof z->clean);
     z->free_pages = z->dirty_pages = 0;
+    z->partials = NULL;
     for (struct vm_slice *s = vm_slices(); s; s = s->next) {
         if (s->zone != z)
             continue;
+        if (s->partial) {
+            s->zone_next = z->partials;
+            z->partials = s;
+        }
         struct sk_page *first = (struct sk_page *)s->pages;
         for (size_t idx = 0; idx < SLICE_PAGES;) {
             struct sk_page *pg = first + idx;
@@ -721,6 +936,11 @@ void page_atfork_child(void)
         lock_reset(&z->lock);
         if (held)
             zone_rebuild(z);
+        /* A growth caught mid-way: the part of the partial slice it mapped
+         * but had not handed to the zone is leaked; the slice is closed. */
+        if (__atomic_load_n(&z->grow_lock.state, __ATOMIC_RELAXED) != 0)
+            z->partial = NULL;
+        lock_reset(&z->grow_lock);
     }
 }
 
@@ -728,8 +948,11 @@ void page_atfork_child(void)
 
 void *sk_alloc_pages(unsigned order)
 {
-    page_init();
+    if (page_init() != 0)
+        return NULL;
     struct sk_page *pg = page_alloc(order);
+    if (!pg && order <= SK_MAX_ORDER && page_release_free(true))
+        pg = page_alloc(order);   /* the other zone's free slices, given back */
     return pg ? page_address(pg) : NULL;
 }
 

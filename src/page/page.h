@@ -89,7 +89,8 @@ struct page_list {
 };
 
 struct zone {
-    lock_t lock;                       /* protects everything below */
+    lock_t lock;                       /* protects everything below but the
+                                        * grow_lock fields */
     int node;
     struct page_list dirty[SK_MAX_ORDER + 1];  /* resident free blocks */
     struct page_list clean[SK_MAX_ORDER + 1];  /* purged / fresh free blocks */
@@ -98,6 +99,13 @@ struct zone {
     unsigned long managed_pages;       /* in all slices of the zone */
     unsigned long purged_pages;        /* total returned to the OS */
     uint64_t last_decay;               /* ms */
+    unsigned long grow_gen;            /* bumped whenever memory is added */
+    struct vm_slice *partials;         /* partial slices, via zone_next */
+    /* Growth: one thread at a time maps memory for the zone (taken
+     * without the zone lock, before it). */
+    lock_t grow_lock;
+    struct vm_slice *partial;          /* (grow_lock) the partial slice that
+                                        * grows in place next, or NULL */
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -110,7 +118,9 @@ struct pcp_set {
 extern struct zone page_zones[MAX_NUMNODES] SK_INTERNAL;
 extern struct pcp_set page_pcp SK_INTERNAL;
 
-void page_init(void);
+/* 0, or -1 with errno ENOMEM (the per-CPU page lists could not be
+ * mapped); a later call tries again. */
+int page_init(void);
 
 /* Descriptor of the page containing p, or NULL when p is not slabkit's. */
 static inline struct sk_page *page_of(const void *p)
@@ -157,6 +167,13 @@ struct sk_page *page_find_head(const void *p);
 size_t page_reclaim(uint64_t age_ms, bool drain);
 /* Give back what a CPU's page lists hold. */
 void page_drain_pcp(void);
+/* Give wholly free slices back to the OS (vm_slice_release): partial
+ * slices whose mapped part is all free, and, when `arena`, arena slices
+ * that are one free block (they become holes in the arena).  The per-CPU
+ * page lists are drained first.  Returns bytes of address space released.
+ * After an allocation failed: memory one zone holds free may then serve
+ * the other. */
+size_t page_release_free(bool arena);
 
 struct page_stats {
     unsigned long managed_pages, free_pages, dirty_pages, pcp_pages, purged_pages;

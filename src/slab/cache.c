@@ -8,6 +8,9 @@
  * metadata (the struct with its inline per-CPU arrays, the slab_cpu array)
  * is carved from chunks mapped straight from the OS (meta_zalloc, under
  * meta_lock, a leaf), so a cache can be created before and inside malloc.
+ * Nothing here is fatal when the OS refuses memory: a cache that cannot
+ * get its metadata is not created (NULL, ENOMEM), and slab_init can be
+ * called again after a failure, keeping what was built.
  */
 #include <errno.h>
 #include <string.h>
@@ -118,24 +121,29 @@ static unsigned default_array_cap(size_t size)
 static spinlock_t meta_lock = SPINLOCK_INIT;
 static char *meta_next, *meta_end;
 
+/* Zeroed metadata, or NULL (ENOMEM) when the OS refuses a chunk. */
 static void *meta_zalloc(size_t bytes)
 {
     bytes = SK_ALIGN_UP(bytes, (size_t)CACHE_LINE);
-    if (bytes >= META_CHUNK / 4) {
-        void *p = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
-        if (!p)
-            os_fatal("cannot map %zu bytes of cache metadata", bytes);
-        return p;
-    }
+    if (bytes >= META_CHUNK / 4)
+        return os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
     spin_lock(&meta_lock);
     if ((size_t)(meta_end - meta_next) < bytes) {
-        char *chunk = os_map(META_CHUNK, SK_PAGE_SIZE);
+        /* Under a tight address-space limit a whole chunk may be refused
+         * where what is asked for would fit: try that much. */
+        size_t size = META_CHUNK;
+        char *chunk = os_map(size, SK_PAGE_SIZE);
+        if (!chunk) {
+            size = SK_ALIGN_UP(bytes, SK_PAGE_SIZE);
+            chunk = os_map(size, SK_PAGE_SIZE);
+        }
         if (!chunk) {
             spin_unlock(&meta_lock);
-            os_fatal("cannot map %zu bytes of cache metadata", META_CHUNK);
+            errno = ENOMEM;
+            return NULL;
         }
         meta_next = chunk;
-        meta_end = chunk + META_CHUNK;
+        meta_end = chunk + size;
     }
     void *p = meta_next;
     meta_next += bytes;
@@ -212,7 +220,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
         lock_reset(&c->node[n].barn.lock);
-        c->node[n].barn.cap = barn;
+        c->node[n].barn.cap = n == 0 ? barn : 0;
         c->node[n].barn.wanted_by = -1;
     }
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
@@ -252,11 +260,19 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         memset(c, 0, sizeof *c + cpu_arrays_bytes());
         memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
+        /* Metadata carved before a refusal stays carved (a few KiB, and
+         * the carving has no free). */
         c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
-        cpu = meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
-        /* Touched only as far as a barn fills: untouched pages cost no RSS. */
-        for (int n = 0; n < MAX_NUMNODES; n++)
-            barn[n] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *));
+        cpu = c ? meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
+        if (!cpu)
+            return NULL;
+        /* Touched only as far as a barn fills: untouched pages cost no
+         * RSS.  Only node 0's barn is used (one node here): the others get
+         * no storage and capacity 0 (4 KiB each of address space per
+         * cache, which counts under RLIMIT_AS). */
+        memset(barn, 0, sizeof barn);
+        if (!(barn[0] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *))))
+            return NULL;
     }
     c->cpu = cpu;
     for (int n = 0; n < MAX_NUMNODES; n++)
@@ -268,18 +284,36 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
 
 static spinlock_t init_lock = SPINLOCK_INIT;
 
-void slab_init(void)
+int slab_init(void)
 {
     if (likely(slab_ready()))
-        return;
+        return 0;
+    int r = 0;
     spin_lock(&init_lock);
     if (!slab_is_ready) {
-        page_init();
-        slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
-        kmalloc_init();
-        __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
+        if (!slab_free_key)
+            slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
+        r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
+        if (r == 0)
+            __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
+        else
+            errno = ENOMEM;
     }
     spin_unlock(&init_lock);
+    return r;
+}
+
+static void shrink_one(struct slab_cache *c, void *arg)
+{
+    (void)arg;
+    slab_shrink(c);
+}
+
+size_t slab_release_all(void)
+{
+    if (slab_ready())
+        slab_for_each_cache(shrink_one, NULL);
+    return page_release_free(true);
 }
 
 /* ---- bad input ---- */
@@ -298,7 +332,8 @@ void slab_bad_free(const char *what, const char *call, const void *p, const stru
 
 sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigned flags, void (*ctor)(void *))
 {
-    slab_init();
+    if (slab_init() != 0)
+        return NULL;
     if (!name || size == 0 || size > (SK_PAGE_SIZE << SLAB_MAX_ORDER) / 2 ||
         (align & (align - 1)) || align > SK_PAGE_SIZE) {
         errno = EINVAL;
@@ -309,7 +344,12 @@ sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigne
 
 void *sk_cache_alloc(sk_cache_t *cache)
 {
-    return slab_alloc((struct slab_cache *)cache);
+    void *obj = slab_alloc((struct slab_cache *)cache);
+    if (unlikely(!obj)) {
+        slab_release_all();
+        obj = slab_alloc((struct slab_cache *)cache);
+    }
+    return obj;
 }
 
 void sk_cache_free(sk_cache_t *cache, void *obj)

@@ -12,7 +12,15 @@
  *
  * Invariants: before slab_init() every fast-path table entry points at
  * per-CPU arrays that are always empty, so the first allocation takes the
- * slow path, which initialises slabkit and starts over.
+ * slow path, which initialises slabkit and starts over.  An initialisation
+ * the OS refuses memory for fails (NULL, ENOMEM) and the next slow path
+ * tries again, keeping the caches already built; the tables are filled
+ * only once every class has its cache.
+ *
+ * Out of memory is never fatal: a failed allocation shrinks every cache
+ * and gives wholly free slices back to the OS (slab_release_all), so that
+ * memory freed in one zone (slabs) can serve the other (large blocks) and
+ * the reverse, then retries once before returning NULL with ENOMEM.
  */
 #include <errno.h>
 #include <string.h>
@@ -42,10 +50,12 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 
-void kmalloc_init(void)
+int kmalloc_init(void)
 {
     kmalloc_nr_classes = SK_ARRAY_SIZE(class_sizes);
     for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
+        if (kmalloc_caches[i])
+            continue;     /* built by an earlier attempt */
         char name[SLAB_NAME_LEN];
         uint32_t size = class_sizes[i];
         /* Natural alignment: the largest power of two dividing the size,
@@ -56,6 +66,8 @@ void kmalloc_init(void)
         snprintf(name, sizeof name, "kmalloc-%u", size);
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
+        if (!c)
+            return -1;
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
         __atomic_store_n(&kmalloc_arrays[i], slab_arrays(c), __ATOMIC_RELEASE);
     }
@@ -73,6 +85,7 @@ void kmalloc_init(void)
         __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
                          __ATOMIC_RELEASE);
     }
+    return 0;
 }
 
 /* ---- large blocks ---- */
@@ -110,7 +123,8 @@ void *kmalloc_large(size_t size, size_t align)
 static __attribute__((noreturn)) void bad_pointer(const void *p, const char *call)
 {
     struct vm_slice *s = vm_slice_of(p);
-    if (!s)
+    /* Past a partial slice's mapped prefix the address space is anyone's. */
+    if (!s || !vm_slice_maps(s, p))
         os_fatal("invalid pointer: %s(%p) is not slabkit's", call, p);
     if (s->kind == VM_SLICE_DIRECT)
         os_fatal("interior pointer: %s(%p) in a %zu-byte mapping at %p", call, p, s->size, (void *)s->base);
@@ -171,12 +185,23 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call)
 
 /* ---- the sk_malloc family ---- */
 
-SK_NOINLINE void *kmalloc_slow(size_t size)
+static void *kmalloc_any(size_t size)
 {
-    slab_init();
     if (size <= KMALLOC_MAX_CACHE_SIZE)
         return slab_alloc(kmalloc_caches[kmalloc_index(size)]);
     return kmalloc_large(size, 0);
+}
+
+SK_NOINLINE void *kmalloc_slow(size_t size)
+{
+    if (unlikely(slab_init() != 0))
+        return NULL;
+    void *p = kmalloc_any(size);
+    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS)) {
+        slab_release_all();
+        p = kmalloc_any(size);
+    }
+    return p;
 }
 
 void *sk_malloc(size_t size)
@@ -290,6 +315,8 @@ void *sk_realloc(void *p, size_t size)
     return q;
 }
 
+static void *aligned_any(size_t align, size_t size);
+
 void *sk_aligned_alloc(size_t align, size_t size)
 {
     if (align == 0 || (align & (align - 1))) {
@@ -298,7 +325,18 @@ void *sk_aligned_alloc(size_t align, size_t size)
     }
     if (align <= 16)      /* every class from 16 up is 16-aligned */
         return sk_malloc(align > 8 && size < 16 ? 16 : size);
-    slab_init();
+    if (slab_init() != 0)
+        return NULL;
+    void *p = aligned_any(align, size);
+    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS) && align <= SLICE_SIZE) {
+        slab_release_all();
+        p = aligned_any(align, size);
+    }
+    return p;
+}
+
+static void *aligned_any(size_t align, size_t size)
+{
     if (size <= KMALLOC_MAX_CACHE_SIZE && align <= SK_PAGE_SIZE) {
         /* A class whose stride is a multiple of align: every object of it
          * is aligned (slabs and s_mem are aligned to the class alignment). */
@@ -322,5 +360,10 @@ size_t sk_trim(void)
 {
     if (slab_ready())
         slab_for_each_cache(shrink_one, NULL);
-    return page_reclaim(0, true);    /* pages from sk_alloc_pages too */
+    size_t bytes = page_reclaim(0, true);    /* pages from sk_alloc_pages too */
+    /* Wholly free partial slices go back whole (address space, too).
+     * Arena slices do only under an address-space limit, where the
+     * program may need the space for its own mappings; without one, holes
+     * would only fragment the arena. */
+    return bytes + page_release_free(os_limit_bytes() != SIZE_MAX);
 }

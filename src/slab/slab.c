@@ -727,7 +727,8 @@ int slab_shrink(struct slab_cache *c)
         do {
             lock_acquire(&b->lock);
             n = b->count < SLAB_BATCH_MAX ? b->count : SLAB_BATCH_MAX;
-            memcpy(buf, b->objs + b->count - n, n * sizeof *buf);
+            if (n)                /* a barn of capacity 0 has no storage */
+                memcpy(buf, b->objs + b->count - n, n * sizeof *buf);
             __atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
             lock_release(&b->lock);
             if (n)
@@ -823,7 +824,7 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->num_objs += __atomic_load_n(&n->total_objects, __ATOMIC_RELAXED);
         lock_release(&n->list_lock);
         info->barn_objs += __atomic_load_n(&n->barn.count, __ATOMIC_RELAXED);
-        info->barn_capacity = n->barn.cap;
+        info->barn_capacity += n->barn.cap;   /* only node 0 has a barn */
     }
     free_objs += info->array_objs + info->barn_objs;
     info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;

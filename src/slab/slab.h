@@ -119,9 +119,17 @@ static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
     return (cpu_arrays_t)c->pcpu;
 }
 
-void slab_init(void);
+/* 0, or -1 with errno ENOMEM; a later call tries again, keeping what the
+ * failed one built. */
+int slab_init(void);
 bool slab_ready(void);
+/* After an allocation failed: shrink every cache (per-CPU arrays, barns,
+ * CPU partial lists, empty slabs) and give every wholly free slice back
+ * to the OS (page_release_free); the caller then retries once.  Returns
+ * bytes of address space given back. */
+size_t slab_release_all(void);
 
+/* NULL (ENOMEM) when the OS refuses the cache's metadata. */
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc);
 void *slab_alloc_slow(struct slab_cache *c);
@@ -286,7 +294,8 @@ extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
 extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
 extern unsigned kmalloc_nr_classes SK_INTERNAL;
 
-void kmalloc_init(void);
+/* 0, or -1 (ENOMEM) with the caches built so far kept for the next call. */
+int kmalloc_init(void);
 /* Size class index for size (<= KMALLOC_MAX_CACHE_SIZE). */
 static inline unsigned kmalloc_index(size_t size)
 {

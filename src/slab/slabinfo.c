@@ -50,7 +50,8 @@ static void info_one(struct slab_cache *c, void *arg)
 
 int sk_cache_info(const char *name, struct sk_cache_info *info)
 {
-    slab_init();
+    if (slab_init() != 0)
+        return -1;
     struct info_query q = { name, info, 0 };
     slab_for_each_cache(info_one, &q);
     return q.found ? 0 : -1;
@@ -73,7 +74,7 @@ static void foreach_one(struct slab_cache *c, void *arg)
  * destroy a cache. */
 void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *arg)
 {
-    slab_init();
+    slab_init();   /* on failure: whatever caches exist */
     struct foreach_call f = { fn, arg };
     slab_for_each_cache(foreach_one, &f);
 }

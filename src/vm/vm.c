@@ -13,10 +13,21 @@
  * where it did before.  Runs longer than a region bypass the arena (one
  * mmap each, as before).
  *
+ * Under an address-space limit (os_limit_bytes: RLIMIT_AS, RLIMIT_DATA) a
+ * region holds at most a quarter of the limit, and none is tried for a run
+ * of more than half of it: the zones then take partial slices (mapped
+ * prefix only, outside the arena, grown in place) instead.  A wholly free
+ * buddy slice can be given back (vm_slice_release): a partial one is
+ * unmapped; an arena one is unmapped too and stays a *hole* in its region,
+ * marked used with no owner, never claimed again (another mapping may have
+ * taken its place), so that the address space returns to the OS.
+ *
  * Invariants:
- *  - vm_slice_map[i] is non-NULL exactly while slice i is handed out by
- *    slabkit; it is published (release) only after the header is fully
- *    initialised, and cleared before the slice goes back to the arena.
+ *  - The map entry of slice i (vm_map_root/leaf) is non-NULL exactly while
+ *    slice i is handed out by slabkit; it is published (release) only after
+ *    the header is fully initialised, and cleared before the slice goes
+ *    back.  Leaves are mapped zero, published once (release, under
+ *    vm_lock) and never unmapped.
  *  - Headers live in their own mmap (never in the slice).  A released
  *    header stays mapped (a racing lookup of a stale pointer may read it)
  *    and is reused for the next slice.
@@ -37,9 +48,10 @@
 #include "lock/lock.h"
 #include "vm/vm.h"
 
-_Static_assert(__builtin_offsetof(struct vm_slice, pages) == 64, "descriptors start at 64");
+_Static_assert(__builtin_offsetof(struct vm_slice, pages) == 128, "descriptors start at 128");
 
-struct vm_slice *vm_slice_map[VM_MAP_ENTRIES];
+struct vm_map_leaf vm_map_empty_leaf;
+struct vm_map_leaf *vm_map_root[VM_ROOT_ENTRIES] = { [0 ... VM_ROOT_ENTRIES - 1] = &vm_map_empty_leaf };
 
 /* Per-slice state byte. */
 #define VS_USED        0x01u  /* handed out */
@@ -48,6 +60,7 @@ struct vm_slice *vm_slice_map[VM_MAP_ENTRIES];
 #define VS_COMMITTED   0x08u  /* read-write (was PROT_NONE while reserved) */
 #define VS_ADV_HUGE    0x10u  /* MADV_HUGEPAGE applied */
 #define VS_ADV_NOHUGE  0x20u  /* MADV_NOHUGEPAGE applied */
+#define VS_HOLE        0x40u  /* (with VS_USED) given back to the OS: never claimed */
 
 struct vm_masks {
     uint64_t free[VM_MASK_WORDS];
@@ -200,6 +213,16 @@ static int arena_grow(uint32_t n)
         want = 16;
     if (want > VM_REGION_SLICES)
         want = VM_REGION_SLICES;
+    /* Within the limit: a region of at most a quarter of it, and no region
+     * at all for a run of more than half (the zones then map partial
+     * slices, which hold only what they use). */
+    size_t limit = os_limit_bytes();
+    if (limit != SIZE_MAX) {
+        if (((size_t)n << SLICE_SHIFT) > limit / 2)
+            goto nomem;
+        if (((size_t)want << SLICE_SHIFT) > limit / 4)
+            want = (uint32_t)((limit / 4) >> SLICE_SHIFT);
+    }
     if (want < n)
         want = n;
     void *mem = os_reserve((size_t)want << SLICE_SHIFT, SLICE_SIZE);
@@ -255,10 +278,50 @@ static struct vm_slice *header_get(size_t desc_size)
     spin_unlock(&vm_lock);
     if (!s)
         return os_map(VM_HEADER_BYTES, VM_HEADER_ALIGN);
-    /* Only pages[0] is ever written in a released header (a direct or
-     * user run); the rest of its descriptors are still zero. */
+    /* Only pages[0] is ever written in a released header of a direct or
+     * user run, and a released buddy slice's header was purged: the rest
+     * of its descriptors are still zero. */
     memset(s, 0, sizeof *s + VM_DESC_SIZE);
     return s;
+}
+
+static void header_put(struct vm_slice *s)
+{
+    spin_lock(&vm_lock);
+    s->next = vm_spare;
+    vm_spare = s;
+    spin_unlock(&vm_lock);
+}
+
+/* ---- the page map ---- */
+
+static inline struct vm_slice **map_entry(uintptr_t i)
+{
+    return &__atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE)->slice[i & (VM_LEAF_ENTRIES - 1)];
+}
+
+/* Map the leaves that slices [base, base + n slices) need; vm_lock not
+ * held.  0, or -1 (ENOMEM). */
+static int map_leaves(uintptr_t base, uint32_t n)
+{
+    uintptr_t first = base >> SLICE_SHIFT, last = first + n - 1;
+    if (last >= VM_MAP_ENTRIES)
+        return -1;
+    for (uintptr_t r = first >> VM_LEAF_BITS; r <= last >> VM_LEAF_BITS; r++) {
+        if (__atomic_load_n(&vm_map_root[r], __ATOMIC_ACQUIRE) != &vm_map_empty_leaf)
+            continue;
+        struct vm_map_leaf *leaf = os_map(sizeof *leaf, SK_PAGE_SIZE);
+        if (!leaf)
+            return -1;
+        spin_lock(&vm_lock);
+        bool lost = vm_map_root[r] != &vm_map_empty_leaf;
+        if (!lost)
+            __atomic_store_n(&vm_map_root[r], leaf, __ATOMIC_RELEASE);
+        spin_unlock(&vm_lock);
+        if (lost)
+            os_unmap(leaf, sizeof *leaf);
+    }
+    return 0;
 }
 
 /* ---- runs of slices ---- */
@@ -305,9 +368,25 @@ static void publish(struct vm_slice *s)
     if (vm_all)
         vm_all->prev = s;
     __atomic_store_n(&vm_all, s, __ATOMIC_RELEASE);
-    __atomic_store_n(&vm_bytes, vm_bytes + s->size, __ATOMIC_RELAXED);   /* read unlocked */
+    __atomic_store_n(&vm_bytes, vm_bytes + s->mapped, __ATOMIC_RELAXED);   /* read unlocked */
     for (uint32_t i = 0; i < s->nr_slices; i++)
-        __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], s, __ATOMIC_RELEASE);
+        __atomic_store_n(map_entry((s->base >> SLICE_SHIFT) + i), s, __ATOMIC_RELEASE);
+    spin_unlock(&vm_lock);
+}
+
+/* Unpublish s and unlink it from the list of slices. */
+static void unpublish(struct vm_slice *s)
+{
+    spin_lock(&vm_lock);
+    for (uint32_t i = 0; i < s->nr_slices; i++)
+        __atomic_store_n(map_entry((s->base >> SLICE_SHIFT) + i), NULL, __ATOMIC_RELEASE);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        __atomic_store_n(&vm_all, s->next, __ATOMIC_RELEASE);
+    if (s->next)
+        s->next->prev = s->prev;
+    __atomic_store_n(&vm_bytes, vm_bytes - s->mapped, __ATOMIC_RELAXED);
     spin_unlock(&vm_lock);
 }
 
@@ -320,6 +399,8 @@ static void *run_map_outside(uint32_t n, unsigned psize)
         os_advise_huge(mem, bytes);
     return mem;
 }
+
+static void run_return(uint32_t region, uint32_t first, uint32_t n);
 
 /* A published run of n slices of `kind` serving psize; NULL, errno ENOMEM. */
 static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_t n, size_t desc_size)
@@ -373,8 +454,18 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
             goto nomem_header;
         }
     }
+    if (map_leaves((uintptr_t)mem, n) != 0) {
+        /* No leaf for its map entries (the OS refused 8 KiB): give the
+         * run back as it came. */
+        if (ri == VM_NO_REGION)
+            os_unmap(mem, (size_t)n << SLICE_SHIFT);
+        else
+            run_return(ri, first, n);
+        goto nomem_header;
+    }
     s->base = (uintptr_t)mem;
     s->size = (size_t)n << SLICE_SHIFT;
+    s->mapped = s->size;
     s->kind = (uint8_t)kind;
     s->huge = (st & VS_ADV_HUGE) != 0;
     s->nr_slices = n;
@@ -383,54 +474,45 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
     publish(s);
     return s;
 nomem_header:
-    spin_lock(&vm_lock);
-    s->next = vm_spare;
-    vm_spare = s;
-    spin_unlock(&vm_lock);
+    header_put(s);
 nomem:
     errno = ENOMEM;
     return NULL;
 }
 
+/* Give an unpublished arena run (n slices from `first`) back to its region. */
+static void run_return(uint32_t region, uint32_t first, uint32_t n)
+{
+    struct vm_region *r = vm_regions[region];
+    void *mem = (void *)(r->base + ((uintptr_t)first << SLICE_SHIFT));
+    size_t bytes = (size_t)n << SLICE_SHIFT;
+    /* Pages returned and the range made to fault again (a use after
+     * sk_vm_unmap or after free of a direct block must not read zeros
+     * silently); it stays reserved, keeps its page size, and is committed
+     * and advised anew when reused. */
+    uint8_t drop = VS_USED | VS_COMMITTED | VS_ADV_HUGE | VS_ADV_NOHUGE;
+    if (os_decommit(mem, bytes) != 0) {
+        /* The remap failed (vm.max_map_count, when it must split a
+         * mapping): the range stays read-write.  Zero it and keep it
+         * marked committed; if even that fails, keep the slices used
+         * (address space lost) rather than hand out old data as new. */
+        drop = os_purge(mem, bytes) == 0 ? (uint8_t)(drop & ~VS_COMMITTED) : 0;
+    }
+    spin_lock(&vm_lock);
+    for (uint32_t i = first; drop && i < first + n; i++)
+        slice_set_state(r, i, (uint8_t)(r->state[i] & ~drop));
+    spin_unlock(&vm_lock);
+}
+
 /* Unpublish a run, return its memory and its slices, keep its header. */
 static void run_free(struct vm_slice *s)
 {
-    spin_lock(&vm_lock);
-    for (uint32_t i = 0; i < s->nr_slices; i++)
-        __atomic_store_n(&vm_slice_map[(s->base >> SLICE_SHIFT) + i], NULL, __ATOMIC_RELEASE);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        __atomic_store_n(&vm_all, s->next, __ATOMIC_RELEASE);
-    if (s->next)
-        s->next->prev = s->prev;
-    __atomic_store_n(&vm_bytes, vm_bytes - s->size, __ATOMIC_RELAXED);
-    spin_unlock(&vm_lock);
-    if (s->region == VM_NO_REGION) {
+    unpublish(s);
+    if (s->region == VM_NO_REGION)
         os_unmap((void *)s->base, s->size);
-    } else {
-        /* Back to the arena: pages returned and the range made to fault
-         * again (a use after sk_vm_unmap or after free of a direct block
-         * must not read zeros silently); it stays reserved, keeps its page
-         * size, and is committed and advised anew when reused. */
-        uint8_t drop = VS_USED | VS_COMMITTED | VS_ADV_HUGE | VS_ADV_NOHUGE;
-        if (os_decommit((void *)s->base, s->size) != 0) {
-            /* The remap failed (vm.max_map_count, when it must split a
-             * mapping): the range stays read-write.  Zero it and keep it
-             * marked committed; if even that fails, keep the slices used
-             * (address space lost) rather than hand out old data as new. */
-            drop = os_purge((void *)s->base, s->size) == 0 ? (uint8_t)(drop & ~VS_COMMITTED) : 0;
-        }
-        struct vm_region *r = vm_regions[s->region];
-        spin_lock(&vm_lock);
-        for (uint32_t i = s->first; drop && i < s->first + s->nr_slices; i++)
-            slice_set_state(r, i, (uint8_t)(r->state[i] & ~drop));
-        spin_unlock(&vm_lock);
-    }
-    spin_lock(&vm_lock);
-    s->next = vm_spare;
-    vm_spare = s;
-    spin_unlock(&vm_lock);
+    else
+        run_return(s->region, s->first, s->nr_slices);
+    header_put(s);
 }
 
 /* ---- the slice API of the page allocator and kmalloc ---- */
@@ -458,6 +540,77 @@ struct vm_slice *vm_direct_new(size_t size, size_t desc_size)
 void vm_direct_free(struct vm_slice *s)
 {
     run_free(s);
+}
+
+/* ---- partial slices, and giving slices back ---- */
+
+struct vm_slice *vm_partial_new(size_t bytes, size_t desc_size)
+{
+    struct vm_slice *s = header_get(desc_size);
+    if (!s)
+        goto nomem;
+    void *mem = os_map(bytes, SLICE_SIZE);
+    if (!mem)
+        goto nomem_header;
+    if (map_leaves((uintptr_t)mem, 1) != 0) {
+        os_unmap(mem, bytes);
+        goto nomem_header;
+    }
+    s->base = (uintptr_t)mem;
+    s->size = SLICE_SIZE;
+    s->mapped = bytes;
+    s->partial = 1;
+    s->kind = VM_SLICE_BASE;
+    s->nr_slices = 1;
+    s->region = VM_NO_REGION;
+    publish(s);
+    return s;
+nomem_header:
+    header_put(s);
+nomem:
+    errno = ENOMEM;
+    return NULL;
+}
+
+int vm_partial_grow(struct vm_slice *s, size_t bytes)
+{
+    size_t old = s->mapped;
+    if (bytes <= old)
+        return 0;
+    if (!os_map_fixed((void *)(s->base + old), bytes - old)) {
+        if (errno != EEXIST)
+            errno = ENOMEM;
+        return -1;
+    }
+    spin_lock(&vm_lock);
+    __atomic_store_n(&s->mapped, bytes, __ATOMIC_RELEASE);
+    __atomic_store_n(&vm_bytes, vm_bytes + (bytes - old), __ATOMIC_RELAXED);
+    spin_unlock(&vm_lock);
+    return 0;
+}
+
+void vm_slice_release(struct vm_slice *s)
+{
+    unpublish(s);
+    if (s->region == VM_NO_REGION) {
+        os_unmap((void *)s->base, s->mapped);
+    } else if (os_unmap((void *)s->base, s->size) == 0) {
+        struct vm_region *r = vm_regions[s->region];
+        spin_lock(&vm_lock);
+        for (uint32_t i = s->first; i < s->first + s->nr_slices; i++)
+            slice_set_state(r, i, VS_USED | VS_HOLE);
+        __atomic_store_n(&vm_arena, vm_arena - s->size, __ATOMIC_RELAXED);
+        spin_unlock(&vm_lock);
+    } else {
+        run_return(s->region, s->first, s->nr_slices);    /* cannot unmap (vm.max_map_count): back to the arena */
+    }
+    /* Its descriptors were all written: zero them without touching them,
+     * so the header can serve again (a racing stale lookup reads zeros). */
+    if (os_purge(s, VM_HEADER_BYTES) != 0) {
+        os_unmap(s, VM_HEADER_BYTES);
+        return;
+    }
+    header_put(s);
 }
 
 /* ---- sk_vm_map: huge-page-backed regions for programs ---- */

@@ -19,15 +19,30 @@
  * SLABKIT_OPTIONS=slice_mask_cache=0 recomputes the masks from the
  * per-slice state bytes on every request instead (the powerpc "before").
  *
- * The page map answers, for ANY pointer value, which slice covers it:
- * vm_slice_map[addr >> 26] for user addresses (below 2^47), in a static
- * zero-filled table (2^21 entries, 16 MiB of address space of which only
- * touched pages cost memory).  One load, no lock, no fault: a foreign or
- * wild pointer reads NULL, a non-canonical one is rejected by its top bits.
+ * Under an address-space limit (RLIMIT_AS, RLIMIT_DATA) regions are sized
+ * within it, and when the arena cannot grow a zone takes a *partial slice*
+ * instead: a 64 MiB-aligned slice outside the arena of which only a prefix
+ * (`mapped` bytes) is mapped, grown in place while the address space above
+ * it is free.  The rest of its 64 MiB is not slabkit's: other mappings may
+ * sit there, and its descriptors stay zero (no block, no slab).
+ *
+ * The page map answers, for ANY pointer value, which slice covers it: a
+ * two-level radix table over user addresses (below 2^47) indexed by
+ * addr >> 26: a root of VM_ROOT_ENTRIES leaf offsets in bss, and leaves of
+ * VM_LEAF_ENTRIES slice pointers mapped on demand (one leaf covers 64 GiB).
+ * Unused root entries point at vm_map_empty_leaf, a static all-NULL
+ * leaf, so a lookup is two dependent loads and no branch beyond the range
+ * check, no lock, no fault.  (The root is initialised data: 2048 load-time
+ * relocations, 16 KiB, against two more instructions per lookup for
+ * offsets from a zero-filled root.)
+ * A foreign or wild pointer reads NULL, a non-canonical one is rejected by
+ * its top bits.  (A flat table was 16 MiB of bss, all of it counted by
+ * RLIMIT_AS though untouched.)
  */
 #ifndef SK_VM_H
 #define SK_VM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "os/os.h"
@@ -37,6 +52,9 @@
 #define SLICE_PAGES (SLICE_SIZE >> SK_PAGE_SHIFT)
 #define VM_ADDR_BITS 47
 #define VM_MAP_ENTRIES ((size_t)1 << (VM_ADDR_BITS - SLICE_SHIFT))
+#define VM_LEAF_BITS 10
+#define VM_LEAF_ENTRIES ((size_t)1 << VM_LEAF_BITS)       /* 8 KiB leaves */
+#define VM_ROOT_ENTRIES (VM_MAP_ENTRIES >> VM_LEAF_BITS)  /* 2048: 16 KiB root */
 #define HUGE_PAGE_SHIFT 21
 #define HUGE_PAGE_SIZE ((size_t)1 << HUGE_PAGE_SHIFT)
 
@@ -62,7 +80,8 @@ struct sk_page;           /* the page descriptor, defined by src/page */
 struct zone;
 
 /* Header of a slice.  For a direct mapping spanning several slices, every
- * map entry points at the one header; its pages[0] describes the block. */
+ * map entry points at the one header; its pages[0] describes the block.
+ * 128 bytes, so the descriptors that follow stay 64-byte aligned. */
 struct vm_slice {
     uintptr_t base;               /* first byte of the (first) slice */
     size_t size;                  /* bytes mapped: SLICE_SIZE, or more when direct */
@@ -75,8 +94,13 @@ struct vm_slice {
     struct vm_slice *prev;        /* (vm_lock) O(1) unlink when released */
     uint32_t region;              /* arena region index, or VM_NO_REGION */
     uint32_t first;               /* first slice of the run in its region */
-    uint64_t pad;
-    /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 64). */
+    size_t mapped;                /* bytes mapped from base: size, or less
+                                   * for a partial slice (grows; read unlocked) */
+    uint8_t partial;              /* a partial slice (outside the arena) */
+    uint8_t pad[7];
+    struct vm_slice *zone_next;   /* (zone lock) the zone's partial slices */
+    uint64_t unused[6];
+    /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 128). */
     unsigned char pages[];
 };
 
@@ -87,14 +111,29 @@ static inline struct vm_slice *vm_header_of(const void *desc)
     return (struct vm_slice *)((uintptr_t)desc & ~(VM_HEADER_ALIGN - 1));
 }
 
-extern struct vm_slice *vm_slice_map[VM_MAP_ENTRIES] SK_INTERNAL;
+struct vm_map_leaf {
+    struct vm_slice *slice[VM_LEAF_ENTRIES];
+};
+extern struct vm_map_leaf vm_map_empty_leaf SK_INTERNAL;   /* all NULL, never written */
+/* Every entry points at a leaf: its own, or vm_map_empty_leaf. */
+extern struct vm_map_leaf *vm_map_root[VM_ROOT_ENTRIES] SK_INTERNAL;
 
 static inline struct vm_slice *vm_slice_of(const void *p)
 {
     uintptr_t i = (uintptr_t)p >> SLICE_SHIFT;   /* one shift serves both */
     if (unlikely(i >= VM_MAP_ENTRIES))
         return NULL;
-    return __atomic_load_n(&vm_slice_map[i], __ATOMIC_RELAXED);
+    /* Acquire (a plain load on x86): a leaf is zero-filled before it is
+     * published. */
+    const struct vm_map_leaf *leaf = __atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&leaf->slice[i & (VM_LEAF_ENTRIES - 1)], __ATOMIC_RELAXED);
+}
+
+/* Whether p lies in the mapped part of slice s (a partial slice maps only
+ * a prefix of its 64 MiB; the rest may be anybody's). */
+static inline bool vm_slice_maps(const struct vm_slice *s, const void *p)
+{
+    return (uintptr_t)p - s->base < __atomic_load_n(&s->mapped, __ATOMIC_ACQUIRE);
 }
 
 /* Descriptor bytes per page that headers are sized for (struct sk_page). */
@@ -108,6 +147,19 @@ struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size);
  * its header has one descriptor (pages[0]). */
 struct vm_slice *vm_direct_new(size_t size, size_t desc_size);
 void vm_direct_free(struct vm_slice *s);
+/* A partial slice: 64 MiB-aligned, base pages, of which only the first
+ * `bytes` (a multiple of 4 KiB, <= SLICE_SIZE) are mapped read-write, fresh
+ * (zero); outside the arena.  NULL with errno ENOMEM. */
+struct vm_slice *vm_partial_new(size_t bytes, size_t desc_size);
+/* Map more of a partial slice in place, up to `bytes` from its base:
+ * 0, or -1 with errno EEXIST (the address space above is taken: the slice
+ * cannot grow) or ENOMEM (refused).  One caller at a time per slice. */
+int vm_partial_grow(struct vm_slice *s, size_t bytes);
+/* Give a wholly free buddy slice back to the OS: unpublish it, unmap its
+ * memory (a partial slice its mapped prefix; an arena slice becomes a hole
+ * in its region, never claimed again, so that the address space is the
+ * OS's once more), and keep its header, purged, for the next slice. */
+void vm_slice_release(struct vm_slice *s);
 /* Every slice made so far (newest first), unlocked: only for walks that no
  * other thread can race (the fork child, single-threaded tests); slices
  * given back are unlinked and their headers reused under vm_lock. */

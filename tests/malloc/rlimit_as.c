@@ -22,7 +22,9 @@
 #define MiB ((size_t)1 << 20)
 #define LIMIT (1024 * MiB)
 #define MAX_BIG 4096              /* 4 GiB: far past the limit */
-#define MAX_SMALL (1 << 20)       /* 64 MiB of 64-byte objects */
+/* Small objects are chained through their first word (an array of
+ * pointers would itself eat the address space under test). */
+struct small { struct small *next; unsigned char fill[56]; };
 
 static long vm_bytes(void)
 {
@@ -32,7 +34,6 @@ static long vm_bytes(void)
 static void limited(void)
 {
     static void *big[MAX_BIG];
-    static void *small[MAX_SMALL];
     struct rlimit rl;
     getrlimit(RLIMIT_AS, &rl);
     diag("RLIMIT_AS %zu MiB, address space in use at start %ld MiB",
@@ -62,23 +63,27 @@ static void limited(void)
     /* Room for some small objects, then those run out cleanly too. */
     for (int i = 0; i < 16 && nbig > 0; i++)
         free(big[--nbig]);
-    int nsmall = 0;
+    long nsmall = 0;
+    struct small *small = NULL;
     err = 0;
-    while (nsmall < MAX_SMALL) {
+    for (;;) {
         errno = 0;
-        small[nsmall] = malloc(64);
-        if (!small[nsmall]) {
+        struct small *o = malloc(sizeof *o);
+        if (!o) {
             err = errno;
             break;
         }
-        memset(small[nsmall], 0x33, 64);
+        memset(o->fill, 0x33, sizeof o->fill);
+        o->next = small;
+        small = o;
         nsmall++;
     }
-    diag("%d objects of 64 bytes before NULL", nsmall);
-    ok(nsmall < MAX_SMALL && err == ENOMEM, "small objects run out with NULL/ENOMEM too (errno %d)", err);
+    diag("%ld objects of 64 bytes before NULL", nsmall);
+    ok(err == ENOMEM, "small objects run out with NULL/ENOMEM too (errno %d)", err);
 
-    /* Large blocks come from their own zone (src/page): the 16 MiB freed
-     * above is still free there.  Use it up again before the last checks. */
+    /* Large blocks come from their own zone (src/page), unless a wholly
+     * free slice went back to the OS for the small objects: use up what
+     * is left before the last checks. */
     while (nbig < MAX_BIG && (big[nbig] = malloc(MiB)) != NULL)
         nbig++;
 
@@ -93,15 +98,16 @@ static void limited(void)
         free(al);
 
     int intact = 1;
-    for (int i = 0; i < nsmall; i++) {
-        const unsigned char *s = small[i];
-        for (int j = 0; j < 64; j++)
-            intact &= s[j] == 0x33;
-    }
+    for (struct small *o = small; o; o = o->next)
+        for (size_t j = 0; j < sizeof o->fill; j++)
+            intact &= o->fill[j] == 0x33;
     ok(intact, "every small object handed out before the failure is intact");
 
-    for (int i = 0; i < nsmall; i++)
-        free(small[i]);
+    while (small) {
+        struct small *o = small;
+        small = o->next;
+        free(o);
+    }
     for (int i = 0; i < nbig; i++)
         free(big[i]);
     void *again = malloc(64 * MiB), *tiny = malloc(100);

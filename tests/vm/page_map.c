@@ -7,7 +7,10 @@
  * -1 for everything else: interior pages, bytes inside the first page, a
  * freed block, foreign pointers.  page_find_head maps every byte of an
  * allocated block to its head.  The map holds an entry exactly for the
- * slices slabkit made.
+ * slices slabkit made.  The map is a small radix table (not a 16 MiB flat
+ * one): unused leaves read as one static empty leaf.  A partial slice maps
+ * to its header over all its 64 MiB, but only its mapped prefix is
+ * slabkit's (vm_slice_maps), and a released slice leaves the map.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -222,6 +225,37 @@ int main(void)
         entries += vm_slice_of((void *)(a + 12345)) != NULL;
     is(mismatched, 0, "every slice's map entries point at its header");
     is(entries, expect, "the map holds exactly the %zu entries of slabkit's slices", expect);
+
+    /* ---- the radix map: small root, empty leaf shared ---- */
+    ok(sizeof vm_map_root <= (16 << 10) && sizeof vm_map_empty_leaf <= (8 << 10),
+       "the map's static part is a 16 KiB root and an 8 KiB empty leaf (%zu + %zu bytes)",
+       sizeof vm_map_root, sizeof vm_map_empty_leaf);
+    size_t used_leaves = 0;
+    for (size_t r = 0; r < VM_ROOT_ENTRIES; r++)
+        used_leaves += vm_map_root[r] != &vm_map_empty_leaf;
+    ok(used_leaves >= 1 && used_leaves <= 4, "only the leaves slabkit's slices need are mapped (%zu)", used_leaves);
+
+    /* ---- a partial slice: its prefix is slabkit's, the rest is not ---- */
+    struct vm_slice *ps = vm_partial_new(256 << 10, sizeof(struct sk_page));
+    ok(ps && ps->partial && ps->base % SLICE_SIZE == 0 && ps->mapped == (256 << 10),
+       "a partial slice: 64 MiB-aligned, 256 KiB mapped");
+    if (ps) {
+        char *b = (char *)ps->base;
+        ok(vm_slice_of(b) == ps && vm_slice_of(b + SLICE_SIZE - 1) == ps, "its whole 64 MiB maps to its header");
+        ok(vm_slice_maps(ps, b) && vm_slice_maps(ps, b + (256 << 10) - 1) && !vm_slice_maps(ps, b + (256 << 10)) &&
+           !vm_slice_maps(ps, b - 1), "only its mapped prefix is slabkit's");
+        memset(b, 0x5a, 256 << 10);
+        int g = vm_partial_grow(ps, 1 << 20);
+        if (g == 0) {
+            ok(ps->mapped == (1 << 20) && vm_slice_maps(ps, b + (1 << 20) - 1), "grown in place to 1 MiB");
+            memset(b + (256 << 10), 0x5b, (1 << 20) - (256 << 10));
+        } else {
+            ok(errno == EEXIST, "grown in place, or refused because the space above is taken (errno %d)", errno);
+        }
+        uintptr_t pb = ps->base;
+        vm_slice_release(ps);
+        ok(vm_slice_of((void *)pb) == NULL, "a released slice leaves the map");
+    }
 
     munmap(map, 1 << 20);
     __libc_free(heap);
