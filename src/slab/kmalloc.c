@@ -174,6 +174,7 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call)
 SK_NOINLINE void *kmalloc_slow(size_t size)
 {
     slab_init();
+    page_purger_poll();   /* no lock held here: the purger may start */
     if (size <= KMALLOC_MAX_CACHE_SIZE)
         return slab_alloc(kmalloc_caches[kmalloc_index(size)]);
     return kmalloc_large(size, 0);
