@@ -712,8 +712,12 @@ bool zone_purge(struct zone *z, uint64_t now, uint64_t decay_ms, unsigned long *
             break;
         }
     }
-    if (z->dirty_pages && now - z->dirtied_at < decay_ms)
-        more = true;             /* young dirty blocks: they will age */
+    /* Dirtied within decay_ms: young dirty blocks will age, and a program
+     * that frees this often will free again soon.  Staying awake that
+     * long keeps its frees from waking the purger (a system call) every
+     * time its free memory runs out. */
+    if (now - z->dirtied_at < decay_ms)
+        more = true;
     *seq = z->dirty_seq;
     lock_release(&z->lock);
     return more;

@@ -13,8 +13,7 @@
  * decay_ms (and any beyond dirty_max_mb), taking the zone lock only with a
  * try-lock.  *seq gets the zone's dirty_seq as the pass left it.  Returns
  * whether the zone may still have work for a later pass: it was busy,
- * the pass stopped at its bound, or it holds dirty blocks younger than
- * decay_ms. */
+ * the pass stopped at its bound, or a free dirtied it within decay_ms. */
 bool zone_purge(struct zone *z, uint64_t now, uint64_t decay_ms, unsigned long *seq);
 /* Has z gained dirty blocks since the pass that saw `seq`?  Also true
  * when the zone is busy (the caller stays awake rather than wait). */

@@ -7,8 +7,10 @@
  *    within 2 x decay_ms;
  *  - idle means idle: freeing and reallocating (and rewriting) a 32 MiB
  *    working set every 50 ms for 2 s purges none of it: RSS never drops
- *    and no page of it faults in again (minor faults); after the loop
- *    stops, RSS falls back within 2 x decay_ms;
+ *    and no page of it faults in again (minor faults), and its frees do
+ *    not keep waking the purger (a system call each); after the loop
+ *    stops, RSS falls back within 2 x decay_ms, and the purger goes to
+ *    sleep (no more ticks);
  *  - threads churning small blocks (per-CPU lists) with pauses while the
  *    purger drains idle lists and purges: every page keeps its pattern
  *    (nothing in use is purged), and everything goes back afterwards;
@@ -127,6 +129,13 @@ static unsigned long purged_pages(void)
     struct page_stats st;
     page_stats(&st);
     return st.purged_pages;
+}
+
+static struct page_stats stats(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st;
 }
 
 static long minflt(void)
@@ -256,7 +265,7 @@ int main(int argc, char **argv)
     char *ws[NCHURN];
     alloc_touch(ws, NCHURN, 5);
     sleep_ms(DECAY_MS + 100);          /* let anything left from before age out */
-    unsigned long p0 = purged_pages();
+    unsigned long p0 = purged_pages(), w0 = stats().purger_wakeups;
     long f0 = minflt(), r0 = statm_bytes(STATM_RESIDENT), rmin = r0;
     long t_end = now_ms() + 2000;
     int rounds = 0;
@@ -269,10 +278,10 @@ int main(int argc, char **argv)
         rounds++;
         sleep_ms(50);
     }
-    unsigned long purged = purged_pages() - p0;
+    unsigned long purged = purged_pages() - p0, wakeups = stats().purger_wakeups - w0;
     long faults = minflt() - f0;
-    diag("churn: %d rounds, %lu pages purged, %ld minor faults, RSS min %+.1f MiB", rounds, purged, faults,
-         mib(rmin - r0));
+    diag("churn: %d rounds, %lu pages purged, %ld minor faults, %lu purger wake-ups, RSS min %+.1f MiB", rounds,
+         purged, faults, wakeups, mib(rmin - r0));
     ok(purged <= NCHURN * MiB / SK_PAGE_SIZE / 32,
        "a 32 MiB working set freed and reused every 50 ms for 2 s: (almost) nothing purged (%lu pages)", purged);
 #ifndef SK_TSAN
@@ -280,10 +289,16 @@ int main(int argc, char **argv)
        faults);
     ok(mib(r0 - rmin) < 2.0, "... and RSS never dropped (lowest %+.1f MiB)", mib(rmin - r0));
 #endif
+    ok(wakeups <= 1, "... and its frees woke the purger at most once: no system call in steady state (%lu)", wakeups);
     free_all(ws, NCHURN);
     fell = wait_fall(base, 2 * DECAY_MS);
     diag("after the churn: back within %ld ms", fell);
     ok(fell >= 0, "the loop stopped: its memory back within 2 x decay_ms (%.1f MiB left)", idle_mib(base));
+    /* Everything back: within a few ticks the purger sleeps, no timeout. */
+    sleep_ms(DECAY_MS);
+    unsigned long ticks = stats().purger_ticks;
+    sleep_ms(DECAY_MS);
+    is(stats().purger_ticks - ticks, 0, "nothing left to purge: the purger sleeps (no tick in decay_ms)");
 
     /* ---- small blocks on per-CPU lists, threads against the purger ---- */
     struct page_stats st0, st1;
