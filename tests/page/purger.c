@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpus.h"        /* SK_TEST_DENY_MEMBARRIER=1: drains visit the CPUs */
 #include "slab/slab.h"
 #include "statm.h"
 #include "tap.h"
