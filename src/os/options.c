@@ -26,6 +26,7 @@ struct sk_options sk_opt = {
     .decay_ms = 500,
     .dirty_max_mb = 64,
     .array_size = 0,
+    .background = 1,
     .verbose = 0,
 };
 
@@ -48,6 +49,7 @@ static const struct option_def defs[] = {
     { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
     { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once" },
     { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
+    { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS" },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
 };
 

@@ -4,7 +4,8 @@
  *
  * Invariants: nothing here allocates heap memory or takes a lock, so every
  * function may be called from inside malloc, before slabkit is initialised,
- * and in a forked child.  Values read from /sys are cached after the first
+ * and in a forked child.  The exception is os_thread_start: pthread_create
+ * may call malloc/calloc itself, so its caller holds no slabkit lock.  Values read from /sys are cached after the first
  * read (a benign race: every reader computes the same value).
  */
 #define _GNU_SOURCE
@@ -12,7 +13,9 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +310,47 @@ uint64_t os_random64(void)
 
 void os_yield(void) { sched_yield(); }
 int os_gettid(void) { return (int)syscall(SYS_gettid); }
+
+void os_sleep_ms(uint64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack)
+{
+    pthread_attr_t attr;
+    int r = pthread_attr_init(&attr);
+    if (r) {
+        errno = r;
+        return -1;
+    }
+    long min = sysconf(_SC_THREAD_STACK_MIN);
+    if (min > 0 && stack < (size_t)min)
+        stack = (size_t)min;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, SK_ALIGN_UP(stack, SK_PAGE_SIZE));
+    /* The thread inherits the mask: block everything around the create
+     * (glibc keeps its own internal signals deliverable). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    r = pthread_create(&t, &attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (r) {
+        errno = r;
+        return -1;
+    }
+#ifdef __GLIBC__
+    pthread_setname_np(t, name);   /* the thread never exits: t stays valid */
+#else
+    (void)name;
+#endif
+    return 0;
+}
 
 void os_vprintf(int fd, const char *fmt, va_list ap)
 {

@@ -3,9 +3,10 @@
  *
  * Everything that makes a system call lives behind this header: mapping
  * and advising memory, futexes, membarrier, time, randomness, the THP mode,
- * the CPU count, error output and the SLABKIT_OPTIONS parser.  Nothing here
- * allocates memory (it may run before slabkit is initialised, and inside
- * malloc).
+ * the CPU count, helper threads, error output and the SLABKIT_OPTIONS
+ * parser.  Nothing here allocates memory (it may run before slabkit is
+ * initialised, and inside malloc), except what pthread_create does inside
+ * os_thread_start.
  */
 #ifndef SK_OS_H
 #define SK_OS_H
@@ -94,6 +95,14 @@ uint64_t os_now_ms_coarse(void); /* CLOCK_MONOTONIC_COARSE, for aging */
 uint64_t os_random64(void);     /* getrandom, falls back to time ^ address */
 void os_yield(void);
 int os_gettid(void);
+void os_sleep_ms(uint64_t ms);
+/* Start a detached helper thread running fn(arg) with a `stack`-byte stack
+ * (at least the system minimum), every signal blocked (so it never takes a
+ * signal meant for the program), named `name` (15 characters at most)
+ * where pthread_setname_np exists.  0, or -1 with errno.  The one function
+ * here that may allocate: pthread_create can call malloc or calloc (the new
+ * thread's TLS vector), so call it with no slabkit lock held. */
+int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack);
 
 /* ---- output ---- */
 /* Format into a stack buffer and write(2) it: never allocates. */
@@ -117,6 +126,7 @@ struct sk_options {
     long decay_ms;           /* free memory older than this goes back to the OS */
     long dirty_max_mb;       /* free resident memory above this is returned at once */
     long array_size;         /* per-CPU array capacity override (0: by size) */
+    long background;         /* the purger thread returns idle memory (src/page/purge.c) */
     long verbose;            /* print start-up facts */
 };
 extern struct sk_options sk_opt SK_INTERNAL;

@@ -31,12 +31,16 @@
  *  - Every free block is on exactly one list: dirty[order] (resident,
  *    newest first, so the tail is the oldest) or clean[order] (known zero:
  *    purged, or fresh from the OS).  Its head descriptor has PG_BUDDY,
- *    PG_CLEAN iff on a clean list, order, and freed_at (dirty only).
+ *    PG_CLEAN iff on a clean list, order, span (0 iff clean: the pages
+ *    from its start that may be resident) and freed_at (dirty only).
  *  - Two free buddies of the same order are never both on lists: freeing
  *    merges until the buddy is not free (or is of another order).
- *  - free_pages = sum of free block sizes; dirty_pages = those on dirty
- *    lists (an upper bound of what is resident: a block merged from a
- *    dirty and a clean part counts as dirty whole).
+ *  - free_pages = sum of free block sizes; dirty_pages = sum of the dirty
+ *    blocks' spans (an upper bound of what is resident: a block merged
+ *    from a clean lower and a dirty upper half counts as dirty whole).
+ *    Spans keep a merge of resident and clean memory from losing track
+ *    of the clean part: split again, the clean half goes back clean
+ *    instead of being purged later as if it were resident.
  *  - A partial slice's blocks lie in its mapped prefix: its descriptors
  *    past `mapped` stay zero, so no buddy there ever merges.  Every
  *    partial slice of the zone is on z->partials.
@@ -46,12 +50,18 @@
  * Aging: recently freed blocks are reused first (dirty lists are LIFO and
  * searched before clean ones).  Blocks free for longer than decay_ms, and
  * the oldest beyond dirty_max_mb, are purged (MADV_DONTNEED) and become
- * clean; reclaim runs from the slow paths at most every decay_ms/4.
+ * clean; reclaim runs from the slow paths at most every decay_ms/4, and
+ * from the purger thread (purge.c) while the program is idle.  The hooks
+ * for the purger are here (zone_purge, zone_dirtied_since, pcp_drain_idle):
+ * it takes a zone lock only with a try-lock.  A free that gives a zone
+ * dirty blocks records it (dirtied_at, dirty_seq) and, if it finds the
+ * purger asleep (page_purger.work read under the zone lock), wakes it
+ * after the unlock (zone_release_dirtied).
  */
 #include <errno.h>
 #include <string.h>
 
-#include "page/page.h"
+#include "page/page_internal.h"
 
 struct zone page_zones[MAX_NUMNODES];
 /* Until page_init, always-empty lists (like kmalloc's tables): anything
@@ -92,43 +102,46 @@ static inline void list_del(struct page_list *l, struct sk_page *pg)
     l->nr--;
 }
 
-/* Put a free block on its list (no merging). */
-static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
+/* Put a free block on its list (no merging); span 0: clean. */
+static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
 {
+    bool clean = span == 0;
     /* Order first, then the flag that makes the descriptor a free block's
      * head (release): a fork caught in between must not see PG_BUDDY with
      * a stale order, which zone_rebuild would trust. */
     pg->order = (uint8_t)order;
     pg->buddy.freed_at = now;
+    pg->buddy.span = (uint32_t)span;
     __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
     list_add_head(list_of(z, order, clean), pg);
     z->free_pages += 1ul << order;
-    if (!clean)
-        z->dirty_pages += 1ul << order;
+    z->dirty_pages += span;
 }
 
-/* Take a free block off its list; returns whether it was clean. */
-static bool zone_remove(struct zone *z, struct sk_page *pg)
+/* Take a free block off its list; returns its span (0: it was clean). */
+static unsigned long zone_remove(struct zone *z, struct sk_page *pg)
 {
     bool clean = pg_flags(pg) & PG_CLEAN;
     unsigned order = pg->order;
+    unsigned long span = clean ? 0 : pg->buddy.span;
     list_del(list_of(z, order, clean), pg);
     pg_set_flags(pg, 0);
     z->free_pages -= 1ul << order;
-    if (!clean)
-        z->dirty_pages -= 1ul << order;
-    return clean;
+    z->dirty_pages -= span;
+    return span;
 }
 
-/* Free a block, merging with free buddies (the kernel's __free_one_page). */
-static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, bool clean, uint64_t now)
+/* Free a block whose first `span` pages may be resident (0: clean, all of
+ * it: 1 << order), merging with free buddies (the kernel's
+ * __free_one_page). */
+static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
 {
     struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
     size_t idx = (size_t)(pg - first);
     uint64_t freed_at = now;
     pg_set_flags(pg, 0);    /* it may end up inside a merged block: no stale head */
     while (order < SK_MAX_ORDER) {
-        size_t bidx = idx ^ ((size_t)1 << order);
+        size_t half = (size_t)1 << order, bidx = idx ^ half;
         struct sk_page *buddy = first + bidx;
         if (!(pg_flags(buddy) & PG_BUDDY) || buddy->order != order)
             break;
@@ -136,22 +149,31 @@ static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, 
          * small frees must not keep renewing memory that sits unused. */
         if (!(pg_flags(buddy) & PG_CLEAN) && buddy->buddy.freed_at < freed_at)
             freed_at = buddy->buddy.freed_at;
-        clean = zone_remove(z, buddy) && clean;
+        unsigned long bspan = zone_remove(z, buddy);
+        /* The merged span covers the lower half's, and the upper half's
+         * past a whole lower half. */
+        unsigned long lo = bidx < idx ? bspan : span, hi = bidx < idx ? span : bspan;
+        span = hi ? half + hi : lo;
         idx &= bidx;
         order++;
     }
-    zone_insert(z, first + idx, order, clean, clean ? now : freed_at);
+    zone_insert(z, first + idx, order, span, span ? freed_at : now);
 }
 
-/* Split a block of order `high` down to `low`; the upper halves go back
- * on the lists with the parent's cleanliness and age. */
-static void zone_expand(struct zone *z, struct sk_page *pg, unsigned low, unsigned high,
-                        bool clean, uint64_t freed_at)
+/* Split a block of order `high` with `span` down to `low`; the upper
+ * halves go back on the lists with their part of the span (clean past
+ * it) and the parent's age.  Returns the span left to the low block. */
+static unsigned long zone_expand(struct zone *z, struct sk_page *pg, unsigned low, unsigned high,
+                                 unsigned long span, uint64_t freed_at)
 {
     while (high > low) {
         high--;
-        zone_insert(z, pg + ((size_t)1 << high), high, clean, freed_at);
+        unsigned long half = 1ul << high;
+        zone_insert(z, pg + half, high, span > half ? span - half : 0, freed_at);
+        if (span > half)
+            span = half;
     }
+    return span;
 }
 
 /* Take a block of `order` off the lists: dirty (resident) memory first,
@@ -166,9 +188,8 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, bool *clean_out
             if (!pg)
                 continue;
             uint64_t freed_at = pg->buddy.freed_at;
-            zone_remove(z, pg);
-            zone_expand(z, pg, order, o, clean, freed_at);
-            *clean_out = clean;
+            unsigned long span = zone_remove(z, pg);
+            *clean_out = zone_expand(z, pg, order, o, span, freed_at) == 0;
             return pg;
         }
     }
@@ -337,29 +358,39 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
             zone_remove(z, pg);
             pg->order = (uint8_t)o;
             pg->buddy.next = victims;
+            /* Release: a fork child that sees the flag sees the order. */
+            __atomic_store_n(&pg->flags, PG_PURGING, __ATOMIC_RELEASE);
             victims = pg;
             n++;
         }
     }
     if (!n)
         return 0;
+    z->purging += n;
     lock_release(&z->lock);
-    /* A purge can fail (MADV_DONTNEED refuses mlocked memory): such a
+    /* Only the span goes (in a huge-page slice, whole huge pages of it).
+     * A purge can fail (MADV_DONTNEED refuses mlocked memory): such a
      * block is still resident and goes back dirty, never clean (calloc
      * trusts clean blocks to be zero).  buddy.freed_at, unused off the
      * lists, carries the outcome. */
     unsigned long pages = 0;
     for (struct sk_page *pg = victims; pg; pg = pg->buddy.next) {
-        bool purged = os_purge(page_address(pg), SK_PAGE_SIZE << pg->order) == 0;
+        unsigned long span = pg->buddy.span;
+        if (page_slice(pg)->huge)
+            span = SK_ALIGN_UP(span, 1ul << HUGE_ORDER);
+        if (span > 1ul << pg->order)
+            span = 1ul << pg->order;
+        bool purged = os_purge(page_address(pg), span << SK_PAGE_SHIFT) == 0;
         pg->buddy.freed_at = purged;
         if (purged)
-            pages += 1ul << pg->order;
+            pages += span;
     }
     lock_acquire(&z->lock);
     for (struct sk_page *pg = victims, *next; pg; pg = next) {
         next = pg->buddy.next;
-        zone_free_block(z, pg, pg->order, pg->buddy.freed_at != 0, now);
+        zone_free_block(z, pg, pg->order, pg->buddy.freed_at ? 0 : pg->buddy.span, now);
     }
+    z->purging -= n;
     z->purged_pages += pages;
     return pages;
 }
@@ -367,6 +398,20 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
 static unsigned long dirty_keep_pages(void)
 {
     return (unsigned long)sk_opt.dirty_max_mb << (20 - SK_PAGE_SHIFT);
+}
+
+/* The free paths' unlock, once they have put dirty blocks on z's lists:
+ * record it for the purger and wake the purger if it sleeps.  Only the
+ * free that finds it asleep makes the system call (after the unlock: no
+ * zone lock is held across one); steady-state frees read one word. */
+static inline void zone_release_dirtied(struct zone *z, uint64_t now)
+{
+    z->dirtied_at = now;
+    z->dirty_seq++;
+    bool kick = !__atomic_load_n(&page_purger.work, __ATOMIC_RELAXED);
+    lock_release(&z->lock);
+    if (unlikely(kick))
+        purge_kick();
 }
 
 /* Called with the zone lock held, after a slow-path operation. */
@@ -458,9 +503,9 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
     for (unsigned i = 0; i < n; i++)
-        zone_free_block(z, pgs[i], order, false, now);
+        zone_free_block(z, pgs[i], order, 1ul << order, now);
     zone_maybe_reclaim(z);
-    lock_release(&z->lock);
+    zone_release_dirtied(z, now);
 }
 
 /* ---- public block API ---- */
@@ -494,6 +539,7 @@ static int page_init_locked(void)
         }
         page_pcp.lists[o] = cpu_arrays_init(mem, high[o]);
     }
+    purge_init();
     __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);
     return 0;
 }
@@ -572,9 +618,9 @@ void page_free(struct sk_page *pg, unsigned order)
     }
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
-    zone_free_block(z, pg, order, false, now);
+    zone_free_block(z, pg, order, 1ul << order, now);
     zone_maybe_reclaim(z);
-    lock_release(&z->lock);
+    zone_release_dirtied(z, now);
 }
 
 static unsigned order_for(size_t nr_pages)
@@ -595,7 +641,7 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
             o = SK_MAX_ORDER;
         while (idx + ((size_t)1 << o) > end)
             o--;
-        zone_free_block(z, first + idx, o, clean, now);
+        zone_free_block(z, first + idx, o, clean ? 0 : 1ul << o, now);
         idx += (size_t)1 << o;
     }
 }
@@ -617,12 +663,19 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
         size_t idx = (size_t)(pg - first);
         uint64_t now = os_now_ms_coarse();
+        /* The tail of a block that came clean is still clean: freeing it
+         * as dirty would have it purged for nothing (and wake the purger). */
+        bool clean = pg_flags(pg) & PG_ZEROED;
         lock_acquire(&z->lock);
-        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), false, now);
-        lock_release(&z->lock);
+        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), clean, now);
+        if (clean)
+            lock_release(&z->lock);
+        else
+            zone_release_dirtied(z, now);
     }
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
     pg->large.nr_pages = nr_pages;
+    page_purger_poll();   /* called from kmalloc with no lock held */
     return pg;
 }
 
@@ -637,7 +690,8 @@ void page_free_exact(struct sk_page *pg)
     lock_acquire(&z->lock);
     zone_free_range(z, first, idx, idx + nr, false, now);
     zone_maybe_reclaim(z);
-    lock_release(&z->lock);
+    zone_release_dirtied(z, now);
+    page_purger_poll();   /* called from kfree with no lock held */
 }
 
 /*
@@ -659,7 +713,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         if (nr_pages < nr) {
             lock_acquire(&z->lock);
             zone_free_range(z, first, end, idx + nr, false, now);
-            lock_release(&z->lock);
+            zone_release_dirtied(z, now);
             pg->large.nr_pages = nr_pages;
         }
         return true;
@@ -676,15 +730,21 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         lock_release(&z->lock);
         return false;
     }
+    bool dirtied = false;
     for (q = idx + nr; q < end;) {
         struct sk_page *b = first + q;
         size_t span = (size_t)1 << b->order;
-        zone_remove(z, b);
-        if (q + span > end)
-            zone_free_range(z, first, end, q + span, false, now);   /* the overshoot */
+        bool clean = zone_remove(z, b) == 0;
+        if (q + span > end) {                                /* the overshoot */
+            zone_free_range(z, first, end, q + span, clean, now);
+            dirtied |= !clean;
+        }
         q += span;
     }
-    lock_release(&z->lock);
+    if (dirtied)
+        zone_release_dirtied(z, now);
+    else
+        lock_release(&z->lock);
     pg->large.nr_pages = nr_pages;
     pg_set_flags(pg, pg_flags(pg) & ~PG_ZEROED);
     return true;
@@ -707,7 +767,7 @@ struct sk_page *page_find_head(const void *p)
                 return pg;
             break;
         }
-        if (f & (PG_BUDDY | PG_PCP))
+        if (f & (PG_BUDDY | PG_PCP | PG_PURGING))
             break;
     }
     /* A large block grown in place (page_resize_exact) can reach past its
@@ -728,17 +788,93 @@ struct sk_page *page_find_head(const void *p)
 
 /* ---- draining and reclaim ---- */
 
+/* Give one CPU's list of one order back to the zone; returns blocks. */
+static unsigned long pcp_drain_one(unsigned o, int cpu)
+{
+    struct sk_page *buf[PCP_BATCH_MAX];
+    unsigned long total = 0;
+    unsigned n;
+    while ((n = cpu_drain_remote(page_pcp.lists[o], cpu, (void **)buf, PCP_BATCH_MAX))) {
+        zone_free_bulk(zone_here(), buf, n, o);
+        total += n;
+    }
+    return total;
+}
+
 void page_drain_pcp(void)
 {
     if (!pcp_enabled)
         return;
-    struct sk_page *buf[PCP_BATCH_MAX];
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
+            pcp_drain_one(o, cpu);
+}
+
+/* ---- hooks for the purger (purge.c) ---- */
+
+/* Batches one purger pass may purge per zone (each drops the lock around
+ * its madvise calls); what is left waits for the next tick. */
+#define PURGE_PASS_BATCHES 64
+
+bool zone_purge(struct zone *z, uint64_t now, uint64_t decay_ms, unsigned long *seq)
+{
+    if (!__atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED))
+        return false;
+    if (!lock_try(&z->lock))
+        return true;             /* busy: a malloc is in there; next tick */
+    bool more = false;
+    unsigned long keep = dirty_keep_pages(), got;
+    for (int i = 0; (got = zone_reclaim_batch(z, now, decay_ms, keep)); i++) {
+        __atomic_fetch_add(&page_purger.pages, got, __ATOMIC_RELAXED);
+        if (i + 1 == PURGE_PASS_BATCHES) {
+            more = true;
+            break;
+        }
+    }
+    /* Dirtied within decay_ms: young dirty blocks will age, and a program
+     * that frees this often will free again soon.  Staying awake that
+     * long keeps its frees from waking the purger (a system call) every
+     * time its free memory runs out. */
+    if (now - z->dirtied_at < decay_ms)
+        more = true;
+    *seq = z->dirty_seq;
+    lock_release(&z->lock);
+    return more;
+}
+
+bool zone_dirtied_since(struct zone *z, unsigned long seq)
+{
+    if (!__atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED))
+        return false;
+    if (!lock_try(&z->lock))
+        return true;
+    bool dirtied = z->dirty_seq != seq;
+    lock_release(&z->lock);
+    return dirtied;
+}
+
+bool pcp_drain_idle(uint32_t *seen, unsigned long *drained)
+{
+    if (!pcp_enabled)
+        return false;
+    bool left = false;
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
         for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
-            unsigned n;
-            while ((n = cpu_drain_remote(page_pcp.lists[o], cpu, (void **)buf, PCP_BATCH_MAX)))
-                zone_free_bulk(zone_here(), buf, n, o);
+            /* The operation count moves with every push and pop (and not
+             * with a drain): unchanged since the last tick means no one
+             * used this list for a whole tick. */
+            uint32_t ops = (uint32_t)cpu_array_ops(page_pcp.lists[o], cpu);
+            uint32_t *last = &seen[o * (unsigned)cpu_nr_slots() + (unsigned)cpu];
+            bool idle = ops == *last;
+            *last = ops;
+            if (!cpu_array_count(page_pcp.lists[o], cpu))
+                continue;
+            if (idle)
+                *drained += pcp_drain_one(o, cpu);
+            if (cpu_array_count(page_pcp.lists[o], cpu))
+                left = true;
         }
+    return left;
 }
 
 size_t page_reclaim(uint64_t age_ms, bool drain)
@@ -865,6 +1001,10 @@ void page_stats(struct page_stats *st)
             st->free_blocks[o] += z->dirty[o].nr + z->clean[o].nr;
         lock_release(&z->lock);
     }
+    st->purger_wakeups = __atomic_load_n(&page_purger.wakeups, __ATOMIC_RELAXED);
+    st->purger_ticks = __atomic_load_n(&page_purger.ticks, __ATOMIC_RELAXED);
+    st->purger_pages = __atomic_load_n(&page_purger.pages, __ATOMIC_RELAXED);
+    st->purger_drained = __atomic_load_n(&page_purger.drained, __ATOMIC_RELAXED);
     if (pcp_enabled)
         for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
             for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
@@ -892,7 +1032,10 @@ void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void 
  * child is the only thread left; a zone whose lock was held at the fork
  * may be mid-surgery, so the child rebuilds its free lists from the
  * descriptors, which every operation keeps valid block by block.  A block
- * caught between two lists is leaked in the child, never handed out twice.
+ * caught between two lists is leaked in the child, never handed out twice;
+ * blocks off the lists being purged (PG_PURGING: the lock is dropped around
+ * madvise, by a slow path or the purger) go back on them, dirty.  The
+ * child has no purger thread: it starts its own when it needs one.
  */
 
 static void zone_rebuild(struct zone *z)
@@ -913,8 +1056,14 @@ static void zone_rebuild(struct zone *z)
             struct sk_page *pg = first + idx;
             unsigned o = pg->order;
             if ((pg->flags & PG_BUDDY) && o <= SK_MAX_ORDER && (idx & (((size_t)1 << o) - 1)) == 0) {
-                bool clean = pg->flags & PG_CLEAN;
-                zone_insert(z, pg, o, clean, pg->buddy.freed_at);
+                unsigned long span = pg->flags & PG_CLEAN ? 0 : pg->buddy.span;
+                if (!(pg->flags & PG_CLEAN) && (span == 0 || span > (1ul << o)))
+                    span = 1ul << o;    /* never trust a dirty block clean: err high */
+                zone_insert(z, pg, o, span, pg->buddy.freed_at);
+                idx += (size_t)1 << o;
+            } else if ((pg->flags & PG_PURGING) && o <= SK_MAX_ORDER && (idx & (((size_t)1 << o) - 1)) == 0) {
+                /* Purged or not, it may be resident: dirty, and old. */
+                zone_insert(z, pg, o, 1ul << o, 0);
                 idx += (size_t)1 << o;
             } else if ((pg->flags & PG_HEAD) && !(pg->flags & PG_LARGE) && o <= SK_MAX_ORDER) {
                 idx += (size_t)1 << o;
@@ -934,14 +1083,17 @@ void page_atfork_child(void)
         struct zone *z = &page_zones[n];
         bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;
         lock_reset(&z->lock);
-        if (held)
+        if (held || z->purging) {
             zone_rebuild(z);
+            z->purging = 0;
+        }
         /* A growth caught mid-way: the part of the partial slice it mapped
          * but had not handed to the zone is leaked; the slice is closed. */
         if (__atomic_load_n(&z->grow_lock.state, __ATOMIC_RELAXED) != 0)
             z->partial = NULL;
         lock_reset(&z->grow_lock);
     }
+    purge_atfork_child();
 }
 
 /* ---- the public page API ---- */
@@ -953,6 +1105,7 @@ void *sk_alloc_pages(unsigned order)
     struct sk_page *pg = page_alloc(order);
     if (!pg && order <= SK_MAX_ORDER && page_release_free(true))
         pg = page_alloc(order);   /* the other zone's free slices, given back */
+    page_purger_poll();
     return pg ? page_address(pg) : NULL;
 }
 
@@ -966,6 +1119,7 @@ void sk_free_pages(void *block, unsigned order)
     if (pg->order != order)
         os_fatal("bad order: sk_free_pages(%p, %u) of a block of order %u", block, order, pg->order);
     page_free(pg, order);
+    page_purger_poll();
 }
 
 int sk_page_order(const void *p)

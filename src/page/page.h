@@ -11,6 +11,9 @@
  *   PG_TAIL    another page of a slab: `head` points at the slab's head, and
  *              cache/s_mem are copied from it so the free fast path needs
  *              no second descriptor
+ *   PG_PURGING head of a free block off the lists while it is purged (the
+ *              zone lock is dropped around madvise): a forked child puts it
+ *              back on a list instead of leaking it
  *   0          anything else (inside a block; its content is stale)
  * Only block heads carry PG_BUDDY/PG_PCP/PG_HEAD; a descriptor loses them
  * when its block is merged, split or handed out, so a stale flag never
@@ -35,6 +38,7 @@
 #define PG_LARGE  0x20u   /* kmalloc large block: nr_pages exact */
 #define PG_CLEAN  0x40u   /* free block whose pages are known zero (purged or fresh) */
 #define PG_ZEROED 0x80u   /* allocated block handed out clean (calloc may skip memset) */
+#define PG_PURGING 0x100u /* free block being purged, off the lists (order valid) */
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
 #define MAX_NUMNODES 4
@@ -50,6 +54,11 @@ struct sk_page {
         struct {                       /* PG_BUDDY: zone free list */
             struct sk_page *next, *prev;
             uint64_t freed_at;         /* ms, coarse clock: aging */
+            /* Pages from the block's start that may be resident: 0 for a
+             * clean block (PG_CLEAN), else 1..2^order.  Past it the pages
+             * are known zero (calloc trusts that), so it only ever errs
+             * high.  A prefix, because splitting hands out the low half. */
+            uint32_t span;
         } buddy;
         struct {                       /* PG_HEAD|PG_LARGE */
             size_t nr_pages;           /* pages handed out (<= 2^order) */
@@ -98,6 +107,7 @@ struct zone {
     unsigned long dirty_pages;         /* of which resident */
     unsigned long managed_pages;       /* in all slices of the zone */
     unsigned long purged_pages;        /* total returned to the OS */
+    unsigned long purging;             /* blocks off the lists being purged (PG_PURGING) */
     uint64_t last_decay;               /* ms */
     unsigned long grow_gen;            /* bumped whenever memory is added */
     struct vm_slice *partials;         /* partial slices, via zone_next */
@@ -106,6 +116,11 @@ struct zone {
     lock_t grow_lock;
     struct vm_slice *partial;          /* (grow_lock) the partial slice that
                                         * grows in place next, or NULL */
+    /* The purger's view (purge.c): every dirty block was freed at or before
+     * dirtied_at (splits keep the parent's age, merges the oldest part's),
+     * so once dirtied_at is decay_ms old, all of them are. */
+    uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
+    unsigned long dirty_seq;           /* frees that made dirty blocks */
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -178,11 +193,43 @@ size_t page_release_free(bool arena);
 struct page_stats {
     unsigned long managed_pages, free_pages, dirty_pages, pcp_pages, purged_pages;
     unsigned long free_blocks[SK_MAX_ORDER + 1];
+    /* The purger: wake-ups by a free (nothing -> something), ticks run,
+     * pages it purged (also in purged_pages), blocks drained from idle
+     * per-CPU lists. */
+    unsigned long purger_wakeups, purger_ticks, purger_pages, purger_drained;
 };
 void page_stats(struct page_stats *st);
 /* Walk every free block (tests): fn(address, order, clean). */
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg);
 
 void page_atfork_child(void);
+
+/*
+ * The purger (purge.c): a background thread that returns free memory
+ * idle for decay_ms even when the program never calls the allocator
+ * again.  It is started lazily, the first time a zone gains dirty free
+ * blocks, from a slow path that holds no slabkit lock (pthread_create may
+ * call malloc): page_purger_poll() marks those places.  `state` is
+ * PURGER_NONE until then (and again in a forked child), PURGER_STARTING
+ * while pthread_create runs (a malloc inside it must not start another),
+ * PURGER_RUNNING after, PURGER_OFF with background=0 or when the thread
+ * could not be made.  `work` is the futex word the thread sleeps on:
+ * 0 nothing to purge, 1 something (set by the free that finds it 0).
+ */
+enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_OFF };
+struct page_purger {
+    uint32_t state;
+    uint32_t work;
+    unsigned long wakeups, ticks, pages, drained;   /* statistics (relaxed) */
+};
+extern struct page_purger page_purger SK_INTERNAL;
+void page_purger_start(void);
+/* Call where no slabkit lock is held: starts the thread if it is wanted. */
+static inline void page_purger_poll(void)
+{
+    if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE) &&
+        __atomic_load_n(&page_purger.work, __ATOMIC_RELAXED))
+        page_purger_start();
+}
 
 #endif

@@ -196,6 +196,7 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
 {
     if (unlikely(slab_init() != 0))
         return NULL;
+    page_purger_poll();   /* no lock held here: the purger may start */
     void *p = kmalloc_any(size);
     if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS)) {
         slab_release_all();

@@ -37,6 +37,15 @@ struct acct_result {
     long stale;           /* a page inside a block whose descriptor still says head */
 };
 
+/* The books need no other thread in the allocator, and the purger
+ * (src/page/purge.c) is one: it drains idle per-CPU lists and purges old
+ * free blocks, off the lists meanwhile.  Call before page_init. */
+static inline void acct_no_purger(void)
+{
+    os_options_init();
+    os_options_parse("background=0");
+}
+
 static struct vm_slice *acct_slices[ACCT_MAX_SLICES];
 static int acct_nslices;
 static uint8_t acct_marks[ACCT_MAX_SLICES][SLICE_PAGES];

@@ -72,7 +72,7 @@ static void do_free(int k)
 int main(int argc, char **argv)
 {
     long ops = argc > 1 ? atol(argv[1]) : 200000;
-    os_options_init();
+    acct_no_purger();
     diag("pcp=%ld, %ld operations", sk_opt.pcp, ops);
 
     errno = 0;

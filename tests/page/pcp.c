@@ -44,7 +44,7 @@ int main(void)
         CPU_SET(c, &set);
         sched_setaffinity(0, sizeof set, &set);
     }
-    os_options_init();
+    acct_no_purger();
     if (!sk_opt.pcp)
         skip_all("per-CPU page lists are off (pcp=0)");
     page_init();

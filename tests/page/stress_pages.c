@@ -195,6 +195,7 @@ int main(int argc, char **argv)
     if (ms <= 0)
         ms = 1500;
     confine_to_two_cpus();
+    acct_no_purger();
     page_init();
     diag("%d threads on two CPUs for %ld ms, per-CPU arrays via %s, pcp=%ld", NTHREADS, ms,
          cpu_use_rseq ? "rseq" : "the lock fallback", sk_opt.pcp);

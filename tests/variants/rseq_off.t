@@ -6,8 +6,9 @@
 # $SK_BUILD/tests/slab whose name contains "stress"; one TAP line each,
 # passing when the binary exits 0.  (There is no option to force the
 # fallback while glibc has rseq registered: mixing would race, so the
-# choice is glibc's, process-wide.)  Then percpu_arrays and
-# slab/stress_cross_cpu with rseq on but membarrier denied
+# choice is glibc's, process-wide.)  Then percpu_arrays,
+# slab/stress_cross_cpu and page/purger (whose thread drains idle per-CPU
+# page lists) with rseq on but membarrier denied
 # (SK_TEST_DENY_MEMBARRIER=1: a seccomp filter, as a container profile or a
 # kernel before 5.10 would have it), where remote drains cannot fence a
 # CPU's sequences and visit the CPU instead.  A failing run shows the tail
@@ -16,7 +17,7 @@
 want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/rseq_signals" "$B/tests/page/stress_pages" \
      "$B/tests/page/pcp" "$B/tests/page/buddy" "$B"/tests/slab/*stress*
 nomb=
-for f in "$B/tests/cpu/percpu_arrays" "$B/tests/slab/stress_cross_cpu"; do
+for f in "$B/tests/cpu/percpu_arrays" "$B/tests/slab/stress_cross_cpu" "$B/tests/page/purger"; do
     [ -x "$f" ] && nomb="$nomb $f"
 done
 [ -n "$bins" ] || { echo "1..0 # SKIP no per-CPU tests built"; exit 0; }
