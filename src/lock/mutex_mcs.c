@@ -4,7 +4,8 @@
  * (3.13's kernel/mutex.c), the "before" of seed 004.  mutex.c is the
  * "after" and the default; the fast paths, and so trylock, are the same.
  *
- * What this mode restores, and only that (docs/mutex.md, "the mcs mode"):
+ * What differs from the default (docs/mutex.md, "the mcs mode"): three
+ * things the series removed, restored, and one later addition left out.
  *   1. A spin queue that a spinner cannot leave.  A plain MCS lock (3.13's
  *      mspin_lock): once queued, a spinner waits until it is the head,
  *      however long, even behind a preempted predecessor.  The series made
@@ -25,12 +26,20 @@
  *      releases (or hands off) the mutex and wakes one sleeper while
  *      holding it.  The series' "Unlock the mutex without the wait_lock"
  *      moved the release out; mutex.c's unlock takes no lock at all.
+ *   4. A woken waiter does not spin before sleeping again, as in 3.13: it
+ *      retries the mutex under the wait lock.  The default's spin of a
+ *      woken waiter came to the kernel in 2016, after the series took the
+ *      wait lock out of the unlock; here a woken spinner that got the
+ *      mutex would then queue for the wait lock while owning it, to leave
+ *      the sleepers (measured: about half the throughput at 90 aim7 users
+ *      on 2 CPUs, far from the seed's "before").
  * Shared with the default, unchanged (mutex_impl.h): admission to spin (at
  * most CPUs - 1 spinners — the user-space stand-in for the kernel's
  * spinners running with preemption off, one per CPU — and none while the
  * owner last ran on our CPU), the head's stop rules and MUTEX_SPIN_MAX_NS
  * bound (counted from first becoming head: waiting in the queue is never
- * cut short), the hand-off, the woken waiter's spin before sleeping again.
+ * cut short), and the hand-off (a registered sleeper asks for it as in the
+ * default; it waits for the grant outside the wait lock).
  *
  * Invariants: registered = wait >> 1 counts the threads between the
  * registration in mutex_mcs_lock_slow and their leaving it; it changes only
@@ -179,12 +188,11 @@ void mutex_mcs_lock_slow(sk_mutex_t *m)
         mutex_stat_inc(MUTEX_SLEEP);
         os_futex_wait(&m->state, s, -1);
         woken = true;
-        bool got = mcs_spin(m, MUTEX_LOCKED | MUTEX_SLEEPERS);
+        /* As 3.13: a woken waiter tries the mutex under the wait lock and
+         * does not spin again first (that came in 2016, after the unlock
+         * had left the wait lock: here the spinner, once owner, would
+         * still have to queue for the wait lock to leave the sleepers). */
         n = wait_lock(m);
-        if (got) {
-            leave_owning(m, n);
-            return;
-        }
     }
 }
 
