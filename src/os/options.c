@@ -5,7 +5,9 @@
  * is never written after it (readers need no lock).  The parser works on a
  * bounded stack copy and never allocates: it runs inside the first malloc.
  * An unknown key or a bad value prints one warning line naming it and is
- * ignored; nothing here can crash on any input.
+ * ignored; nothing here can crash on any input.  A value is a number in
+ * the option's range or, for options that have them, one of its words
+ * (mutex_spin=mcs); a word stands for a value the numbers do not reach.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +32,12 @@ struct sk_options sk_opt = {
     .verbose = 0,
 };
 
+/* A value given by name; a list ends with a NULL name. */
+struct option_word {
+    const char *name;
+    long val;
+};
+
 struct option_def {
     const char *key;
     long *val;
@@ -43,7 +51,7 @@ static const struct option_def defs[] = {
     { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them" },
     { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)" },
     { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs" },
-    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex optimistic spinning" },
+    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex spinning: 0 off, 1 cancellable queue, mcs the pre-2014 queue" },
     { "huge_slices", &sk_opt.huge_slices, 0, 1, "dense memory in 2 MiB huge-page slices" },
     { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit" },
     { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
@@ -62,6 +70,43 @@ static int parse_long(const char *s, long *out)
     char *end;
     long v = strtol(s, &end, 0);
     if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The options whose values may also be words (the other options take
+ * numbers only). */
+static const struct option_word mutex_spin_words[] = {
+    { "mcs", MUTEX_SPIN_MCS },
+    { NULL, 0 },
+};
+static const struct {
+    const long *val;
+    const struct option_word *words;
+} worded[] = {
+    { &sk_opt.mutex_spin, mutex_spin_words },
+};
+
+static const struct option_word *words_of(const struct option_def *d)
+{
+    for (size_t i = 0; i < SK_ARRAY_SIZE(worded); i++)
+        if (worded[i].val == d->val)
+            return worded[i].words;
+    return NULL;
+}
+
+/* `s` as d's value: one of its words, else a number in its range; 0 on
+ * success. */
+static int parse_value(const struct option_def *d, const char *s, long *out)
+{
+    for (const struct option_word *w = words_of(d); w && w->name; w++)
+        if (!strcmp(w->name, s)) {
+            *out = w->val;
+            return 0;
+        }
+    long v;
+    if (parse_long(s, &v) || v < d->min || v > d->max)
         return -1;
     *out = v;
     return 0;
@@ -106,9 +151,10 @@ int os_options_parse(const char *text)
         if (!d) {
             os_warn("SLABKIT_OPTIONS: unknown option '%s' ignored", item);
             warnings++;
-        } else if (parse_long(value, &v) || v < d->min || v > d->max) {
-            os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %ld..%ld) ignored",
-                    value, d->key, d->min, d->max);
+        } else if (parse_value(d, value, &v)) {
+            const struct option_word *w = words_of(d);
+            os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %ld..%ld%s%s) ignored",
+                    value, d->key, d->min, d->max, w ? " or " : "", w ? w->name : "");
             warnings++;
         } else {
             *d->val = v;

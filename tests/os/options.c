@@ -3,7 +3,8 @@
  * input: an unknown key or a bad value (non-numeric, out of range, empty,
  * overflowing, '=' alone, stray commas, a string longer than the parser's
  * buffer) prints one warning line naming it, is counted, and leaves every
- * option as it was; nothing crashes.  The warnings are captured from
+ * option as it was; nothing crashes.  Values may be words where an option
+ * has them (mutex_spin=mcs); any other word is a bad value.  The warnings are captured from
  * stderr and checked line by line.
  */
 #define _GNU_SOURCE
@@ -116,6 +117,15 @@ int main(void)
     is(parse_capture("decay_ms=0,decay_ms=3600000"), 0, "range ends accepted");
     is(sk_opt.decay_ms, 3600000, "the last of a repeated key wins");
     sk_opt = defaults;
+    is(parse_capture("mutex_spin=mcs"), 0, "mutex_spin=mcs: a word value accepted, no warning");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_MCS, "mutex_spin=mcs selects the pre-2014 queue");
+    ok(captured[0] == 0, "mutex_spin=mcs writes nothing to stderr");
+    is(parse_capture("mutex_spin=1"), 0, "mutex_spin=1 after mcs: numbers still accepted");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_ON, "mutex_spin=1 is the default mode again");
+    is(parse_capture("pcp=0,mutex_spin=mcs,decay_ms=7"), 0, "a word value between numbers: no warning");
+    ok(sk_opt.pcp == 0 && sk_opt.mutex_spin == MUTEX_SPIN_MCS && sk_opt.decay_ms == 7,
+       "a word value between numbers: all three applied");
+    sk_opt = defaults;
     is(parse_capture(",,,, , ,"), 0, "only commas and spaces: no warning");
     ok(!memcmp(&defaults, &sk_opt, sizeof defaults), "only commas and spaces: options unchanged");
 
@@ -139,6 +149,12 @@ int main(void)
     bad("pcp=0x", 1, "'0x'", "'0x' without digits");
     bad("\x01\x7f\xff=1", 1, NULL, "control and high bytes in the key");
     bad("bogus=1,decay_ms=x", 2, "'bogus'", "two bad items in one list");
+    bad("mutex_spin=bogus", 1, "'bogus' for mutex_spin (want 0..1 or mcs)", "mutex_spin=bogus: a word it lacks");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_ON, "mutex_spin=bogus keeps the default (1)");
+    bad("mutex_spin=MCS", 1, "'MCS'", "words are case-sensitive");
+    bad("mutex_spin=mcs2", 1, "'mcs2'", "a word with trailing garbage");
+    bad("mutex_spin=2", 1, "for mutex_spin", "mutex_spin=2: the word's value is not a number it takes");
+    bad("pcp=mcs", 1, "'mcs' for pcp (want 0..1)", "another option's word");
     {
         struct sk_options before = sk_opt;
         int w = parse_capture("pcp=0,bogus=1,decay_ms=x,mutex_spin=0");
