@@ -15,7 +15,8 @@
 #include "os/os.h"
 
 struct sk_options sk_opt = {
-    .slab_reserved = 0,
+    .allocator = SK_ALLOC_SLUB,
+    .slab_mgmt = SK_SLAB_MGMT_PAGE,
     .pcp = 1,
     .slice_mask_cache = 1,
     .cpu_partial = -1,
@@ -29,27 +30,48 @@ struct sk_options sk_opt = {
     .verbose = 0,
 };
 
+/* An option takes a number in min..max, or, where `words` is set, one of
+ * those words, stored as its index (the number itself is refused: a word
+ * says what it means). */
 struct option_def {
     const char *key;
     long *val;
     long min, max;
     const char *help;
+    const char *const *words;     /* NULL-terminated, or NULL: a number */
 };
 
+static const char *const allocator_words[] = { "slub", "slab", NULL };
+static const char *const slab_mgmt_words[] = { "page", "onslab", NULL };
+
 static const struct option_def defs[] = {
-    { "slab_reserved", &sk_opt.slab_reserved, 0, 2048, "bytes of header inside each slab (SLAB before 2014)" },
-    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists" },
-    { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them" },
-    { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)" },
-    { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs" },
-    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex optimistic spinning" },
-    { "huge_slices", &sk_opt.huge_slices, 0, 1, "dense memory in 2 MiB huge-page slices" },
-    { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit" },
-    { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
-    { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once" },
-    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
-    { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
+    { "allocator", &sk_opt.allocator, 0, 1, "slub (default) or slab: the kernel's SLAB (docs/slab.md)",
+      allocator_words },
+    { "slab_mgmt", &sk_opt.slab_mgmt, 0, 1,
+      "allocator=slab: slab fields in the page descriptor (page) or at the slab head (onslab)", slab_mgmt_words },
+    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists", NULL },
+    { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them", NULL },
+    { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)", NULL },
+    { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs", NULL },
+    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex optimistic spinning", NULL },
+    { "huge_slices", &sk_opt.huge_slices, 0, 1, "dense memory in 2 MiB huge-page slices", NULL },
+    { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit", NULL },
+    { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS", NULL },
+    { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once", NULL },
+    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)", NULL },
+    { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts", NULL },
 };
+
+/* The index of `s` among `words`; 0 on success. */
+static int parse_word(const char *s, const char *const *words, long *out)
+{
+    for (long i = 0; words[i]; i++)
+        if (!strcmp(words[i], s)) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */
 static int parse_long(const char *s, long *out)
@@ -104,7 +126,11 @@ int os_options_parse(const char *text)
         if (!d) {
             os_warn("SLABKIT_OPTIONS: unknown option '%s' ignored", item);
             warnings++;
-        } else if (parse_long(value, &v) || v < d->min || v > d->max) {
+        } else if (d->words && parse_word(value, d->words, &v)) {
+            os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %s or %s) ignored",
+                    value, d->key, d->words[0], d->words[1]);
+            warnings++;
+        } else if (!d->words && (parse_long(value, &v) || v < d->min || v > d->max)) {
             os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %ld..%ld) ignored",
                     value, d->key, d->min, d->max);
             warnings++;
