@@ -9,6 +9,7 @@
 #     on other threads, every object checked), also with rseq off (the
 #     lock fallback);
 #   - tests/malloc/fork_stress and fork_repair: fork while threads allocate;
+#   - the ThreadSanitizer build of stress_cross_cpu (rseq off), when built;
 #   - a real program: sort(1) of a generated file under LD_PRELOAD, its
 #     output equal to sort's without slabkit.
 # One TAP line per run; a failing run shows the tail of its output.
@@ -20,7 +21,8 @@ if [ ! -x "$S/objperslab" ] || [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$M/fork
     echo "1..0 # SKIP slab tests or the library not built"
     exit 0
 fi
-echo "1..14"
+TS=$B/tsan/tests/slab/stress_cross_cpu
+if [ -x "$TS" ]; then echo "1..16"; else echo "1..14"; fi
 for mgmt in onslab page; do
     o=allocator=slab,slab_mgmt=$mgmt
     check "objperslab with $o (the seed's table)" -e "slab_mgmt=$mgmt" -- env SLABKIT_OPTIONS=$o "$S/objperslab"
@@ -29,6 +31,10 @@ for mgmt in onslab page; do
         env SLABKIT_OPTIONS=$o GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
     check "fork_stress with $o" -- env SLABKIT_OPTIONS=$o "$M/fork_stress"
     check "fork_repair with $o" -- env SLABKIT_OPTIONS=$o "$M/fork_repair"
+    if [ -x "$TS" ]; then
+        check "ThreadSanitizer stress_cross_cpu with $o" -- \
+            env SLABKIT_OPTIONS=$o GLIBC_TUNABLES=glibc.pthread.rseq=0 TSAN_OPTIONS=halt_on_error=1 "$TS"
+    fi
 done
 
 T=$(mktemp -d "/tmp/slabkit-classic.XXXXXX") || exit 1
