@@ -274,6 +274,8 @@ static void fork_child(void)
                 nd->partial = NULL;
                 nd->nr_partial = 0;
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
+                if (c->mode == SLAB_MODE_CLASSIC)
+                    slab_classic_abandon_node(nd);
             }
             lock_reset(&nd->list_lock);
             if (lock_was_held(&nd->barn.lock))

@@ -115,7 +115,8 @@ void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- options (SLABKIT_OPTIONS, read once) ---- */
 struct sk_options {
-    long slab_reserved;      /* bytes of header inside each slab (SLAB's "before") */
+    long allocator;          /* SK_ALLOC_SLUB, or SK_ALLOC_SLAB: the kernel's SLAB */
+    long slab_mgmt;          /* allocator=slab: SK_SLAB_MGMT_PAGE (after 2014) or _ONSLAB (before) */
     long pcp;                /* per-CPU page lists on/off */
     long slice_mask_cache;   /* keep slice masks, or recompute per request */
     long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
@@ -129,6 +130,8 @@ struct sk_options {
     long background;         /* the purger thread returns idle memory (src/page/purge.c) */
     long verbose;            /* print start-up facts */
 };
+enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
+enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */
 extern struct sk_options sk_opt SK_INTERNAL;
 /* sk_opt.mutex_spin: how sk_mutex waiters spin (docs/mutex.md). */
 #define MUTEX_SPIN_OFF 0   /* never: straight to the futex sleep */

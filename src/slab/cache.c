@@ -2,7 +2,8 @@
  * cache.c — creating and destroying slab caches, sizing them (order,
  * array capacity, partial limits), and the sk_cache_* API.
  *
- * Lock order: cache_lock (the list of caches) -> the locks of slab.c.
+ * Lock order: cache_lock (the list of caches) -> the locks of slab.c
+ * and slab_classic.c.
  * Invariants: a cache is fully initialised before it joins the list; the
  * list only grows except by sk_cache_destroy of an empty cache.  A cache's
  * metadata (the struct with its inline per-CPU arrays, the slab_cpu array)
@@ -178,7 +179,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
     }
     c->size = (uint32_t)stride;
-    c->reserved = (uint32_t)SK_ALIGN_UP((size_t)sk_opt.slab_reserved, align);
+    c->reserved = 0;              /* SLUB: nothing but objects in a slab */
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
     c->shift = (uint8_t)__builtin_ctz((unsigned)stride);
@@ -223,6 +224,10 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->node[n].barn.cap = n == 0 ? barn : 0;
         c->node[n].barn.wanted_by = -1;
     }
+    /* allocator=slab: SLAB sizes the cache its own way (and runs its slow
+     * paths, slab_classic.c). */
+    if (sk_opt.allocator == SK_ALLOC_SLAB)
+        slab_classic_setup(c);
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 

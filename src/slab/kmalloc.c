@@ -52,17 +52,23 @@ unsigned kmalloc_nr_classes;
 
 int kmalloc_init(void)
 {
-    kmalloc_nr_classes = SK_ARRAY_SIZE(class_sizes);
+    /* allocator=slab has SLAB's classes (powers of two, 96, 192) and the
+     * kernel's alignment for them (slab_classic.c). */
+    bool slab = sk_opt.allocator == SK_ALLOC_SLAB;
+    const uint32_t *sizes = slab ? slab_classic_kmalloc_sizes : class_sizes;
+    kmalloc_nr_classes = slab ? slab_classic_kmalloc_nr : SK_ARRAY_SIZE(class_sizes);
     for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
         if (kmalloc_caches[i])
             continue;     /* built by an earlier attempt */
         char name[SLAB_NAME_LEN];
-        uint32_t size = class_sizes[i];
+        uint32_t size = sizes[i];
         /* Natural alignment: the largest power of two dividing the size,
          * up to a page, so aligned_alloc can use ordinary classes. */
         size_t align = (size_t)1 << __builtin_ctz(size);
         if (align > SK_PAGE_SIZE)
             align = SK_PAGE_SIZE;
+        if (slab)
+            align = slab_classic_kmalloc_align(size);
         snprintf(name, sizeof name, "kmalloc-%u", size);
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
@@ -74,7 +80,7 @@ int kmalloc_init(void)
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
         size_t size = (size_t)i * 8;
-        while (class_sizes[cls] < size)
+        while (sizes[cls] < size)
             cls++;
         __atomic_store_n(&kmalloc_small_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
     }
@@ -344,7 +350,9 @@ static void *aligned_any(size_t align, size_t size)
         unsigned i = kmalloc_index(size < align ? align : size);
         for (; i < kmalloc_nr_classes; i++) {
             struct slab_cache *c = kmalloc_caches[i];
-            if (c->size % align == 0 && c->reserved % align == 0)
+            /* SLAB colours its slabs by cache lines: objects are aligned
+             * to the cache's alignment, not beyond. */
+            if (c->size % align == 0 && (c->mode == SLAB_MODE_SLUB || align <= c->align))
                 return slab_alloc(c);
         }
     }

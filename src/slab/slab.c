@@ -473,6 +473,8 @@ static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned wa
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_alloc_slow(c);
     stat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     /* The fast path may have failed only for want of a fallback slot. */
@@ -555,6 +557,10 @@ refilled:;
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
+    if (c->mode == SLAB_MODE_CLASSIC) {
+        slab_classic_free_slow(c, obj);
+        return;
+    }
     stat(c, SK_FREE_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     int r = cpu_push_locked(slab_arrays(c), obj);
@@ -631,6 +637,8 @@ static const char *find_free(struct slab_cache *c, void *obj)
         if (found)
             return "the barn";
     }
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_slab_has_free(c, obj) ? "its slab's index freelist" : NULL;
     for (int cpu = 0; cpu < cpu_nr_ids && !found; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
@@ -712,6 +720,8 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
  * too): shrink reports the slabs it gave back itself. */
 int slab_shrink(struct slab_cache *c)
 {
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_shrink(c);
     void *buf[SLAB_BATCH_MAX];
     int freed = 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
@@ -813,6 +823,8 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         struct slab_node *n = &c->node[nid];
+        if (c->mode == SLAB_MODE_CLASSIC)
+            slab_classic_node_info(c, n, info, &free_objs, &empty_slabs);
         lock_acquire(&n->list_lock);
         for (struct sk_page *pg = n->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };

@@ -10,6 +10,8 @@
  *   slab state        in the head page descriptor (struct sk_page, src/page):
  *                     freelist + counters {inuse, objects, frozen}, changed
  *                     together by one cmpxchg16b
+ * allocator=slab runs the kernel's SLAB on the same arrays and barn: its
+ * slow paths, node lists and slab layouts are slab_classic.c's.
  */
 #ifndef SK_SLAB_H
 #define SK_SLAB_H
@@ -20,6 +22,7 @@
 #include "cpu/cpu.h"
 #include "lock/lock.h"
 #include "page/page.h"
+#include "slab/slab_classic.h"
 
 #define SLAB_NAME_LEN 32
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
@@ -78,6 +81,7 @@ struct slab_node {
     unsigned long nr_slabs;       /* atomic */
     unsigned long total_objects;  /* atomic */
     struct slab_barn barn;
+    struct slab_classic_node classic;  /* allocator=slab: its node lists */
 };
 
 struct slab_cache {
@@ -89,7 +93,9 @@ struct slab_cache {
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
-    uint32_t reserved;            /* slab_reserved header bytes */
+    uint32_t reserved;            /* management bytes at a slab's head: 0
+                                   * under SLUB; SLAB's on-slab struct slab
+                                   * and index array */
     uint32_t kofs;                /* free marker's offset in an object (see
                                    * slab_free): 8; after the free pointer
                                    * with a constructor; 0 below 16 bytes */
@@ -102,6 +108,8 @@ struct slab_cache {
     uint32_t cpu_partial_slabs;   /* the same, in slabs */
     uint32_t min_partial;         /* empty slabs kept on a node list */
     unsigned flags;
+    uint8_t mode;                 /* enum slab_mode: whose slow paths */
+    struct slab_classic_cache classic;  /* allocator=slab sizing */
     void (*ctor)(void *);
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
     struct slab_node node[MAX_NUMNODES];

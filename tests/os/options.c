@@ -103,8 +103,17 @@ int main(void)
     ok(sk_opt.pcp == 0 && sk_opt.decay_ms == 250 && sk_opt.cpu_partial == -1, "three good keys applied");
     ok(captured[0] == 0, "good input writes nothing to stderr");
     sk_opt = defaults;
-    is(parse_capture("slab_reserved=0x40"), 0, "hex value accepted");
-    is(sk_opt.slab_reserved, 64, "hex value 0x40 is 64");
+    is(parse_capture("decay_ms=0x40"), 0, "hex value accepted");
+    is(sk_opt.decay_ms, 64, "hex value 0x40 is 64");
+    sk_opt = defaults;
+    is(sk_opt.allocator, SK_ALLOC_SLUB, "allocator defaults to slub");
+    is(parse_capture("allocator=slab,slab_mgmt=onslab"), 0, "word values accepted");
+    ok(sk_opt.allocator == SK_ALLOC_SLAB && sk_opt.slab_mgmt == SK_SLAB_MGMT_ONSLAB,
+       "allocator=slab,slab_mgmt=onslab applied");
+    is(parse_capture("allocator=slub,slab_mgmt=page"), 0, "the other words accepted");
+    ok(sk_opt.allocator == SK_ALLOC_SLUB && sk_opt.slab_mgmt == SK_SLAB_MGMT_PAGE,
+       "allocator=slub,slab_mgmt=page applied");
+    sk_opt = defaults;
     is(parse_capture("verbose"), 0, "bare key accepted");
     is(sk_opt.verbose, 1, "bare key means key=1");
     sk_opt = defaults;
@@ -138,7 +147,12 @@ int main(void)
     bad("decay_ms=1.5", 1, "'1.5'", "fraction");
     bad("pcp=2", 1, "for pcp", "above the range");
     bad("pcp=-1", 1, "for pcp", "below the range");
-    bad("slab_reserved=4096", 1, "slab_reserved", "slab_reserved past 2048");
+    bad("dirty_max_mb=2000000", 1, "dirty_max_mb", "dirty_max_mb past its range");
+    bad("allocator=1", 1, "for allocator (want slub or slab)", "a word option refuses a number");
+    bad("allocator=SLAB", 1, "'SLAB'", "words are case-sensitive");
+    bad("slab_mgmt=", 1, "for slab_mgmt", "empty word");
+    bad("allocator", 1, "for allocator", "a bare word key (means =1) is refused");
+    bad("slab_reserved=64", 1, "'slab_reserved'", "slab_reserved is retired (allocator=slab,slab_mgmt=onslab)");
     bad("decay_ms=99999999999999999999999", 1, "decay_ms", "overflowing number");
     bad("decay_ms=-99999999999999999999999", 1, "decay_ms", "underflowing number");
     bad("pcp=", 1, "for pcp", "empty value");
