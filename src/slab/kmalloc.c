@@ -42,6 +42,14 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 
+/* What the fast-path tables point at: the cache's arrays, or with
+ * sheaves=0 the always-empty set, so malloc goes straight to the slow path,
+ * which runs the cache's own freelist fast path (slub_cpu.c). */
+static cpu_arrays_t table_arrays(struct slab_cache *c)
+{
+    return c->slots ? cpu_empty_arrays : slab_arrays(c);
+}
+
 void kmalloc_init(void)
 {
     kmalloc_nr_classes = SK_ARRAY_SIZE(class_sizes);
@@ -57,7 +65,7 @@ void kmalloc_init(void)
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
-        __atomic_store_n(&kmalloc_arrays[i], slab_arrays(c), __ATOMIC_RELEASE);
+        __atomic_store_n(&kmalloc_arrays[i], table_arrays(c), __ATOMIC_RELEASE);
     }
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
@@ -70,7 +78,7 @@ void kmalloc_init(void)
     __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
         size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
+        __atomic_store_n(&kmalloc_arrays16[i], table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
                          __ATOMIC_RELEASE);
     }
 }

@@ -21,6 +21,8 @@
 #include "lock/lock.h"
 #include "page/page.h"
 
+struct slub_slot;                 /* sheaves=0 (slub_cpu.h) */
+
 #define SLAB_NAME_LEN 32
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
 #define SLAB_BATCH_MAX 32
@@ -103,6 +105,9 @@ struct slab_cache {
     uint32_t min_partial;         /* empty slabs kept on a node list */
     unsigned flags;
     void (*ctor)(void *);
+    /* sheaves=0: per-CPU freelists, [cpu_nr_ids + 1] (slub_cpu.c); NULL
+     * with sheaves, the per-CPU arrays and the barn. */
+    struct slub_slot *slots;
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
     struct slab_node node[MAX_NUMNODES];
     struct slab_cache *next;      /* all caches, creation order */
