@@ -41,7 +41,7 @@
 
 #define CPU_FL_SHIFT 6
 #define CPU_FL_STRIDE (1u << CPU_FL_SHIFT)
-#define CPU_FL_LOCKED 1u
+#define CPU_FL_LOCKED 1   /* no suffix: the asm reads it too */
 
 struct cpu_freelist {
     void *head;                   /* offset 0: first free object, or NULL */
