@@ -6,6 +6,9 @@
  * Refill order: the node's barn (a batch another CPU flushed), then this
  * CPU's slab, its partial list, the node partial list, a new slab.  Flush:
  * into the barn while another CPU is refilling, else back to the slabs.
+ * With sheaves=0 (c->slots set) there are no arrays to refill: the slow
+ * paths, shrink, the double-free search and statistics hand over to
+ * slub_cpu.c, which shares the slab-level steps below (slab_internal.h).
  *
  * Lock order:
  *   1. slab_cpu->lock     (per cache per CPU; an sk_mutex: its holder may
