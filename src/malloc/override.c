@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
 
@@ -255,6 +255,8 @@ static void fork_child(void)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
         reset_arrays(slab_arrays(c));
+        if (c->slots)
+            slub_cpu_atfork_child(c);
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {

@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "slab/slab.h"
+#include "slab/slub_cpu.h"
 
 static lock_t cache_lock = LOCK_INIT;
 static struct slab_cache *cache_list, *cache_tail;
@@ -190,6 +190,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->random = (uintptr_t)os_random64();
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
+    if (c->slots)
+        c->array_cap = c->batch = 0;   /* sheaves=0: the arrays stay empty */
     if (c->batch > SLAB_BATCH_MAX)
         c->batch = SLAB_BATCH_MAX;
     if (sk_opt.cpu_partial < 0)
@@ -211,7 +213,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
      * memory it may keep from the slabs), none where not one batch fits. */
     unsigned barn = 0;
-    if (sk_opt.barn) {
+    if (sk_opt.barn && !c->slots) {
         unsigned most = SLAB_BARN_MAX / c->batch * c->batch;
         barn = SLAB_BARN_BYTES / c->size / c->batch * c->batch;
         if (barn > most)
@@ -257,9 +259,13 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cache_free_list = c->next;
     lock_release(&cache_lock);
     struct slab_cpu *cpu;
+    struct slub_slot *slots;
     void **barn[MAX_NUMNODES];
     if (c) {
         cpu = c->cpu;
+        slots = c->slots;
+        if (slots)
+            memset(slots, 0, slub_cpu_bytes());
         for (int n = 0; n < MAX_NUMNODES; n++)
             barn[n] = c->node[n].barn.objs;
         memset(c, 0, sizeof *c + cpu_arrays_bytes());
@@ -271,6 +277,11 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cpu = c ? meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
         if (!cpu)
             return NULL;
+        /* sheaves=0 (SLUB only: SLAB's array caches are its design): the
+         * per-CPU freelist slots of slub_cpu.c. */
+        slots = NULL;
+        if (!sk_opt.sheaves && sk_opt.allocator != SK_ALLOC_SLAB && !(slots = meta_zalloc(slub_cpu_bytes())))
+            return NULL;
         /* Touched only as far as a barn fills: untouched pages cost no
          * RSS.  Only node 0's barn is used (one node here): the others get
          * no storage and capacity 0 (4 KiB each of address space per
@@ -280,6 +291,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
             return NULL;
     }
     c->cpu = cpu;
+    c->slots = slots;
     for (int n = 0; n < MAX_NUMNODES; n++)
         c->node[n].barn.objs = barn[n];
     cache_setup(c, name, size, align, flags, ctor, kmalloc);

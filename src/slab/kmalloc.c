@@ -50,6 +50,14 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 
+/* What the fast-path tables point at: the cache's arrays, or with
+ * sheaves=0 the always-empty set, so malloc goes straight to the slow path,
+ * which runs the cache's own freelist fast path (slub_cpu.c). */
+static cpu_arrays_t table_arrays(struct slab_cache *c)
+{
+    return c->slots ? cpu_empty_arrays : slab_arrays(c);
+}
+
 int kmalloc_init(void)
 {
     /* allocator=slab has SLAB's classes (powers of two, 96, 192) and the
@@ -75,7 +83,7 @@ int kmalloc_init(void)
         if (!c)
             return -1;
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
-        __atomic_store_n(&kmalloc_arrays[i], slab_arrays(c), __ATOMIC_RELEASE);
+        __atomic_store_n(&kmalloc_arrays[i], table_arrays(c), __ATOMIC_RELEASE);
     }
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
@@ -88,7 +96,7 @@ int kmalloc_init(void)
     __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
         size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
+        __atomic_store_n(&kmalloc_arrays16[i], table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
                          __ATOMIC_RELEASE);
     }
     return 0;

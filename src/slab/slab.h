@@ -24,6 +24,8 @@
 #include "page/page.h"
 #include "slab/slab_classic.h"
 
+struct slub_slot;                 /* sheaves=0 (slub_cpu.h) */
+
 #define SLAB_NAME_LEN 32
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
 #define SLAB_BATCH_MAX 32
@@ -111,6 +113,9 @@ struct slab_cache {
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
     struct slab_classic_cache classic;  /* allocator=slab sizing */
     void (*ctor)(void *);
+    /* sheaves=0: per-CPU freelists, [cpu_nr_ids + 1] (slub_cpu.c); NULL
+     * with sheaves, the per-CPU arrays and the barn. */
+    struct slub_slot *slots;
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
     struct slab_node node[MAX_NUMNODES];
     struct slab_cache *next;      /* all caches, creation order */
