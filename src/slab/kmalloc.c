@@ -44,6 +44,12 @@ cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 
 uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] = {
     [0 ... KMALLOC_SMALL_MAX / 8] = KMALLOC_NR_CLASSES - 1
 };
+/* Above KMALLOC_SMALL_MAX every class is a multiple of 256 (SLUB's four
+ * per doubling, SLAB's powers of two): (size - 1) >> 8 picks the class in
+ * one load, as the small table does, instead of a search. */
+uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] = {
+    [0 ... (KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT) - 1] = KMALLOC_NR_CLASSES - 1
+};
 cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
     [0 ... KMALLOC_SMALL_MAX / 16] = cpu_empty_arrays
 };
@@ -91,6 +97,12 @@ int kmalloc_init(void)
         while (sizes[cls] < size)
             cls++;
         __atomic_store_n(&kmalloc_small_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
+    }
+    for (unsigned i = KMALLOC_SMALL_MAX >> KMALLOC_MID_SHIFT; i < (KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT); i++) {
+        size_t size = ((size_t)i + 1) << KMALLOC_MID_SHIFT;   /* the bucket's largest size */
+        while (sizes[cls] < size)
+            cls++;
+        __atomic_store_n(&kmalloc_mid_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
     }
     /* Size 0 gets the smallest malloc-aligned class, like glibc. */
     __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
@@ -227,6 +239,13 @@ void *sk_malloc(size_t size)
         if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
             /* The free marker (slab.h): word 1, or word 0 of kmalloc-8. */
             ((uintptr_t *)obj)[size - 1 >= 8] = 0;
+            return obj;
+        }
+    } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
+        void *obj;
+        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
+            ((uintptr_t *)obj)[1] = 0;
             return obj;
         }
     }

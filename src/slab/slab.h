@@ -304,6 +304,10 @@ extern cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] SK_INTERNAL;
  * (size + 15) / 16, size <= KMALLOC_SMALL_MAX: one load from size to array. */
 extern cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] SK_INTERNAL;
 extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
+/* Sizes KMALLOC_SMALL_MAX+1 .. KMALLOC_MAX_CACHE_SIZE: the class of size is
+ * kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT]. */
+#define KMALLOC_MID_SHIFT 8
+extern uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] SK_INTERNAL;
 extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
 extern unsigned kmalloc_nr_classes SK_INTERNAL;
 
@@ -314,10 +318,7 @@ static inline unsigned kmalloc_index(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX))
         return kmalloc_small_index[(size + 7) >> 3];
-    unsigned i = kmalloc_small_index[KMALLOC_SMALL_MAX >> 3];
-    while (kmalloc_class_size[i] < size)
-        i++;
-    return i;
+    return kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT];
 }
 void *kmalloc_large(size_t size, size_t align);
 void kmalloc_free_nonslab(void *p, const char *call);
