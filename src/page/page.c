@@ -145,10 +145,15 @@ static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, 
         struct sk_page *buddy = first + bidx;
         if (!(pg_flags(buddy) & PG_BUDDY) || buddy->order != order)
             break;
-        /* The merged block is as old as its oldest resident part: steady
-         * small frees must not keep renewing memory that sits unused. */
-        if (!(pg_flags(buddy) & PG_CLEAN) && buddy->buddy.freed_at < freed_at)
-            freed_at = buddy->buddy.freed_at;
+        /* The merged block's age is its resident parts' ages weighted by
+         * their spans: steady small frees do not renew memory that sits
+         * unused (a 4 KiB free barely moves an old 1 MiB span), and a
+         * large block just freed is not purged at once for an old, free
+         * tail it merges with (which the oldest part's age did: a loop of
+         * large blocks then purged and faulted nearly every block). */
+        unsigned long bs = (pg_flags(buddy) & PG_CLEAN) ? 0 : buddy->buddy.span;
+        if (bs)
+            freed_at = span ? (freed_at * span + buddy->buddy.freed_at * bs) / (span + bs) : buddy->buddy.freed_at;
         unsigned long bspan = zone_remove(z, buddy);
         /* The merged span covers the lower half's, and the upper half's
          * past a whole lower half. */
@@ -342,25 +347,30 @@ out:
  * lists, buddy.next is theirs), not held in a stack array: this runs on
  * the free path, whose stack use is bounded (docs/slices.md).  Returns
  * pages purged. */
+/* The oldest dirty block of order o that may be purged (in a huge-page
+ * slice only whole huge pages: smaller blocks there are stepped over, up
+ * to RECLAIM_SKIP of them), or NULL. */
+static struct sk_page *reclaim_candidate(struct zone *z, int o)
+{
+    unsigned skipped = 0;
+    for (struct sk_page *pg = z->dirty[o].tail; pg; pg = pg->buddy.prev) {
+        if (!(o < HUGE_ORDER && page_slice(pg)->huge))
+            return pg;
+        if (++skipped > RECLAIM_SKIP)
+            break;
+    }
+    return NULL;
+}
+
 static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t age_ms, unsigned long keep)
 {
     struct sk_page *victims = NULL;
     unsigned n = 0;
-    /* Largest blocks first: one madvise returns the most, and whole huge
-     * pages go back whole. */
+    /* Memory free for age_ms: largest blocks first (one madvise returns
+     * the most, and whole huge pages go back whole). */
     for (int o = SK_MAX_ORDER; o >= 0 && n < RECLAIM_BATCH; o--) {
-        struct page_list *l = &z->dirty[o];
-        unsigned skipped = 0;
-        for (struct sk_page *pg = l->tail, *newer; pg && n < RECLAIM_BATCH; pg = newer) {
-            newer = pg->buddy.prev;
-            bool old = now - pg->buddy.freed_at >= age_ms;
-            if (!old && z->dirty_pages <= keep)
-                break;
-            if (o < HUGE_ORDER && page_slice(pg)->huge) {
-                if (++skipped > RECLAIM_SKIP)
-                    break;
-                continue;
-            }
+        struct sk_page *pg;
+        while (n < RECLAIM_BATCH && (pg = reclaim_candidate(z, o)) && now - pg->buddy.freed_at >= age_ms) {
             zone_remove(z, pg);
             pg->order = (uint8_t)o;
             pg->buddy.next = victims;
@@ -369,6 +379,29 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
             victims = pg;
             n++;
         }
+    }
+    /* Over the limit: the oldest blocks first, whatever their order.  The
+     * block just freed is the likeliest to be reused next (a loop of large
+     * blocks frees one and allocates the next); purging it at once, as a
+     * largest-first walk did, cost a fault for every page of it. */
+    while (n < RECLAIM_BATCH && z->dirty_pages > keep) {
+        struct sk_page *pg = NULL;
+        int po = -1;
+        for (int o = SK_MAX_ORDER; o >= 0; o--) {
+            struct sk_page *c = reclaim_candidate(z, o);
+            if (c && (!pg || c->buddy.freed_at < pg->buddy.freed_at)) {
+                pg = c;
+                po = o;
+            }
+        }
+        if (!pg)
+            break;
+        zone_remove(z, pg);
+        pg->order = (uint8_t)po;
+        pg->buddy.next = victims;
+        __atomic_store_n(&pg->flags, PG_PURGING, __ATOMIC_RELEASE);
+        victims = pg;
+        n++;
     }
     if (!n)
         return 0;
@@ -652,6 +685,64 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
     }
 }
 
+/* Exact blocks from this order up may be served by a run (zone_take_run). */
+#define EXACT_RUN_MIN_ORDER 9          /* 2 MiB */
+#define EXACT_RUN_TRIES 8
+
+static bool zone_has_dirty(const struct zone *z, unsigned order)
+{
+    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
+        if (z->dirty[o].head)
+            return true;
+    return false;
+}
+
+/*
+ * A run of nr_pages that starts with a dirty block of order lo (the next
+ * order down from what nr_pages rounds up to) and goes on into the free
+ * blocks that follow it, taken off the lists; the run's overshoot goes
+ * back.  NULL when none of the first few such blocks is followed by
+ * enough free pages.  zone->lock held; *dirtied says whether dirty blocks
+ * went back.
+ *
+ * Why: a large block rounded up to a power of two needs a free, aligned
+ * block of twice its size at worst.  Under a loop of large blocks of
+ * varying sizes the memory just freed (resident) is then often one order
+ * short of the next request, which takes clean memory and faults it in,
+ * while the resident blocks pile up until the dirty limit purges them: a
+ * purge and a fault per block.  Serving the request from the resident
+ * block plus what follows it reuses that memory instead.
+ */
+static struct sk_page *zone_take_run(struct zone *z, unsigned lo, size_t nr_pages, uint64_t now, bool *dirtied)
+{
+    struct sk_page *pg = z->dirty[lo].head;
+    for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
+        struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+        size_t idx = (size_t)(pg - first), end = idx + nr_pages, q = idx + ((size_t)1 << lo);
+        if (end > SLICE_PAGES)
+            continue;
+        /* Free blocks all the way (a partial slice's unmapped descriptors
+         * are zero: never free). */
+        while (q < end && (pg_flags(first + q) & PG_BUDDY))
+            q += (size_t)1 << first[q].order;
+        if (q < end)
+            continue;
+        zone_remove(z, pg);
+        for (q = idx + ((size_t)1 << lo); q < end;) {
+            struct sk_page *b = first + q;
+            size_t span = (size_t)1 << b->order;
+            bool clean = zone_remove(z, b) == 0;
+            if (q + span > end) {                            /* the overshoot */
+                zone_free_range(z, first, end, q + span, clean, now);
+                *dirtied |= !clean;
+            }
+            q += span;
+        }
+        return pg;
+    }
+    return NULL;
+}
+
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
 {
     unsigned order = order_for(nr_pages);
@@ -662,7 +753,31 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         return NULL;
     }
     struct zone *z = zone_large();
-    struct sk_page *pg = zone_alloc(z, order);
+    struct sk_page *pg = NULL;
+    /* No resident block that fits whole: a resident block one order down
+     * and the free pages after it, before clean memory. */
+    if (order >= EXACT_RUN_MIN_ORDER && order - 1 >= align_order && nr_pages < ((size_t)1 << order)) {
+        uint64_t now = os_now_ms_coarse();
+        bool dirtied = false;
+        lock_acquire(&z->lock);
+        if (!zone_has_dirty(z, order))
+            pg = zone_take_run(z, order - 1, nr_pages, now, &dirtied);
+        if (pg)
+            zone_maybe_reclaim(z);
+        if (dirtied)
+            zone_release_dirtied(z, now);
+        else
+            lock_release(&z->lock);
+        if (pg) {
+            pg_set_flags(pg, PG_HEAD | PG_LARGE);
+            pg->order = (uint8_t)(order - 1);
+            pg->node = (uint8_t)z->node;
+            pg->large.nr_pages = nr_pages;
+            page_purger_poll();
+            return pg;
+        }
+    }
+    pg = zone_alloc(z, order);
     if (!pg)
         return NULL;
     if (nr_pages < ((size_t)1 << order)) {
@@ -697,7 +812,6 @@ void page_free_exact(struct sk_page *pg)
     zone_free_range(z, first, idx, idx + nr, false, now);
     zone_maybe_reclaim(z);
     zone_release_dirtied(z, now);
-    page_purger_poll();   /* called from kfree with no lock held */
 }
 
 /*
@@ -1125,7 +1239,6 @@ void sk_free_pages(void *block, unsigned order)
     if (pg->order != order)
         os_fatal("bad order: sk_free_pages(%p, %u) of a block of order %u", block, order, pg->order);
     page_free(pg, order);
-    page_purger_poll();
 }
 
 int sk_page_order(const void *p)

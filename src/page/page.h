@@ -207,11 +207,17 @@ void page_atfork_child(void);
 /*
  * The purger (purge.c): a background thread that returns free memory
  * idle for decay_ms even when the program never calls the allocator
- * again.  It is started lazily, the first time a zone gains dirty free
- * blocks, from a slow path that holds no slabkit lock (pthread_create may
- * call malloc): page_purger_poll() marks those places.  `state` is
- * PURGER_NONE until then (and again in a forked child), PURGER_STARTING
- * while pthread_create runs (a malloc inside it must not start another),
+ * again.  It is started lazily from a *malloc* slow path that holds no
+ * slabkit lock (pthread_create may call malloc): page_purger_poll() marks
+ * those places, and starts it once a zone has dirty free blocks or the
+ * zones have PURGER_EAGER_PAGES in use (a heap big enough for idle memory to
+ * matter; the thread then sleeps until there is work).  Never from free:
+ * glibc frees a dead thread's TLS while holding its stack-cache lock
+ * (pthread_join -> __nptl_free_stacks -> free), and pthread_create takes
+ * that lock, so a free that started the thread deadlocked (bench/aim7
+ * with 2000 threads hung about one run in two).  `state` is PURGER_NONE
+ * until then (and again in a forked child), PURGER_STARTING while
+ * pthread_create runs (a malloc inside it must not start another),
  * PURGER_RUNNING after, PURGER_OFF with background=0 or when the thread
  * could not be made.  `work` is the futex word the thread sleeps on:
  * 0 nothing to purge, 1 something (set by the free that finds it 0).
@@ -224,11 +230,14 @@ struct page_purger {
 };
 extern struct page_purger page_purger SK_INTERNAL;
 void page_purger_start(void);
-/* Call where no slabkit lock is held: starts the thread if it is wanted. */
+#define PURGER_EAGER_PAGES ((16ul << 20) >> SK_PAGE_SHIFT)
+/* Whether the purger should start now (state NONE). */
+bool page_purger_wanted(void);
+/* Call from malloc paths where no slabkit lock is held (never from free):
+ * starts the thread if it is wanted. */
 static inline void page_purger_poll(void)
 {
-    if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE) &&
-        __atomic_load_n(&page_purger.work, __ATOMIC_RELAXED))
+    if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE) && page_purger_wanted())
         page_purger_start();
 }
 

@@ -26,8 +26,9 @@
  * wake nothing (bounded by the lists' high watermarks); the purger drains
  * the lists before it goes to sleep.
  *
- * Starting: page_purger_poll() (page.h), from slow paths that hold no
- * slabkit lock, starts the thread the first time work is wanted.  state
+ * Starting: page_purger_poll() (page.h), from malloc slow paths that hold
+ * no slabkit lock (never from free: see page.h), starts the thread the
+ * first time work is wanted or the heap reaches PURGER_EAGER_PAGES.  state
  * goes NONE -> STARTING by CAS, so a malloc inside pthread_create (its TLS
  * vector) or on another thread meanwhile starts nothing; then RUNNING, or
  * OFF when pthread_create fails (the slow-path reclaim still works).
@@ -132,6 +133,18 @@ static void *purger_main(void *arg)
             purge_try_sleep(seq);
     }
     return NULL;
+}
+
+bool page_purger_wanted(void)
+{
+    if (__atomic_load_n(&page_purger.work, __ATOMIC_RELAXED))
+        return true;
+    /* Pages in use (racy reads: a hint is enough). */
+    unsigned long used = 0;
+    for (int n = 0; n < MAX_NUMNODES; n++)
+        used += __atomic_load_n(&page_zones[n].managed_pages, __ATOMIC_RELAXED) -
+                __atomic_load_n(&page_zones[n].free_pages, __ATOMIC_RELAXED);
+    return (long)used >= (long)PURGER_EAGER_PAGES;
 }
 
 void page_purger_start(void)

@@ -519,7 +519,6 @@ void slab_free_slow(struct slab_cache *c, void *obj)
         stat(c, SK_ARRAY_FLUSH);
         flush_to_slabs(c, buf, n);
     }
-    page_purger_poll();   /* no lock held: slabs freed here may want the purger */
 }
 
 /* ---- the double-free search (slab_free_suspect) ---- */

@@ -1,8 +1,9 @@
 /*
  * purger — idle memory goes back to the OS with no further allocator call
  * (src/page/purge.c), with decay_ms=200 set before the first allocation:
- *  - no purger thread before anything is freed; one appears (lazily, from
- *    the free) after 64 x 1 MiB are allocated, written and freed;
+ *  - no purger thread while the heap is under 16 MiB; one appears
+ *    (lazily, from a malloc slow path: never from free, see page.h) once
+ *    64 x 1 MiB are allocated, and sleeps until they are freed;
  *  - then, while the program only sleeps, RSS falls back to where it was
  *    within 2 x decay_ms;
  *  - idle means idle: freeing and reallocating (and rewriting) a 32 MiB
@@ -247,16 +248,17 @@ int main(int argc, char **argv)
     /* ---- lazily started, idle memory goes back ---- */
     long t0 = tasks();
     long base = statm_bytes(STATM_RESIDENT);
-    alloc_touch(big, NBIG, 1);
-    is(tasks(), t0, "64 x 1 MiB allocated and written: no purger thread yet (%ld tasks)", t0);
-    double peak = mib(statm_bytes(STATM_RESIDENT) - base);
-    free_all(big, NBIG);
+    alloc_touch(big, 8, 1);
+    is(tasks(), t0, "8 x 1 MiB allocated and written (heap under 16 MiB): no purger thread yet (%ld tasks)", t0);
+    alloc_touch(big + 8, NBIG - 8, 1);
 #ifdef SK_TSAN
     /* TSan starts a thread of its own with the first pthread_create. */
-    ok(tasks() > t0, "after the frees: a purger thread (%ld tasks)", tasks());
+    ok(tasks() > t0, "64 x 1 MiB: a purger thread, started from malloc (%ld tasks)", tasks());
 #else
-    is(tasks(), t0 + 1, "after the frees: one purger thread");
+    is(tasks(), t0 + 1, "64 x 1 MiB (heap past 16 MiB): one purger thread, started from malloc");
 #endif
+    double peak = mib(statm_bytes(STATM_RESIDENT) - base);
+    free_all(big, NBIG);
     long fell = wait_fall(base, 2 * DECAY_MS);
     diag("peak +%.1f MiB; idle: back within %ld ms (decay_ms %d)", peak, fell, DECAY_MS);
     ok(fell >= 0, "sleeping, never calling the allocator: resident memory back within 2 x decay_ms (%.1f MiB left)",
