@@ -28,6 +28,9 @@ struct sk_options sk_opt = {
     .array_size = 0,
     .background = 1,
     .verbose = 0,
+    .page_microopt = 1,
+    .shmem_limit_mb = 0,
+    .swap_file = "",
 };
 
 struct option_def {
@@ -51,6 +54,8 @@ static const struct option_def defs[] = {
     { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
     { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS" },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
+    { "page_microopt", &sk_opt.page_microopt, 0, 1, "seed 001's page/shmem/LRU micro-optimisations (0: before)" },
+    { "shmem_limit_mb", &sk_opt.shmem_limit_mb, 0, 1 << 20, "resident MiB of sk_file pages before they swap (0: none)" },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */
@@ -98,6 +103,15 @@ int os_options_parse(const char *text)
         const char *value = eq ? eq + 1 : "1";   /* a bare key means key=1 */
         if (eq)
             *eq = 0;
+        if (!strcmp(item, "swap_file")) {     /* a path, not a number */
+            if (strlen(value) >= sizeof sk_opt.swap_file) {
+                os_warn("SLABKIT_OPTIONS: swap_file path too long: ignored");
+                warnings++;
+            } else {
+                strcpy(sk_opt.swap_file, value);
+            }
+            continue;
+        }
         const struct option_def *d = NULL;
         for (size_t i = 0; i < SK_ARRAY_SIZE(defs); i++)
             if (!strcmp(defs[i].key, item))
