@@ -173,6 +173,13 @@ static uintptr_t *tree_slot(struct sk_file *f, uint64_t index, bool create)
     return &node[index & (NODE_SLOTS - 1)];
 }
 
+/* mapping changes under the file lock, but reclaim reads it without
+ * (to find which file's lock to take): atomic, relaxed. */
+static inline void page_set_mapping(struct sk_page *pg, struct sk_file *f)
+{
+    __atomic_store_n((struct sk_file **)&pg->file.mapping, f, __ATOMIC_RELAXED);
+}
+
 /* Drop what one leaf slot holds (truncate). */
 static void slot_clear(struct sk_file *f, uintptr_t *slot)
 {
@@ -186,7 +193,7 @@ static void slot_clear(struct sk_file *f, uintptr_t *slot)
         return;
     }
     struct sk_page *pg = (struct sk_page *)e;
-    pg->file.mapping = NULL;
+    page_set_mapping(pg, NULL);
     f->nr_pages--;
     __atomic_fetch_sub(&shmem_resident, 1, __ATOMIC_RELAXED);
     shmem_put_page(pg);
@@ -269,7 +276,7 @@ bool shmem_pageout(struct sk_page *pg)
         int64_t s = swap_write(pg);
         if (s >= 0) {
             *slot = SWAP_ENTRY(s);
-            pg->file.mapping = NULL;
+            page_set_mapping(pg, NULL);
             f->nr_pages--;
             f->nr_swapped++;
             __atomic_fetch_sub(&shmem_resident, 1, __ATOMIC_RELAXED);
