@@ -13,8 +13,10 @@
  * and writes the page out under its file's lock if only the file and
  * reclaim hold it; a busy page goes back to the list.
  *
- * Lock order: a file's lock, then swap_lock (a leaf: slot numbers only;
- * the I/O itself runs outside it, on positions no one else owns).
+ * Lock order: a file's lock, then swap_lock (an sk_mutex: slot numbers,
+ * and the free-slot stack, which grows with page_alloc under it: the zone
+ * locks come after; the I/O runs outside it, on positions no one else
+ * owns).
  * Invariants (swap_lock): slots in use = next_slot - nfree; free_slots
  * holds nfree distinct slot numbers below next_slot.
  */
@@ -28,7 +30,7 @@
 unsigned long shmem_resident;
 extern unsigned long shmem_files;
 
-static spinlock_t swap_lock = SPINLOCK_INIT;
+static lock_t swap_lock = LOCK_INIT;
 static int swap_fd = -1;
 static bool swap_broken;              /* open failed: no swap from then on */
 static uint64_t *free_slots;          /* a page block of 2^free_order pages */
@@ -55,10 +57,9 @@ static unsigned long limit_pages(void)
 
 static int64_t slot_alloc(void)
 {
-    spin_lock(&swap_lock);
+    lock_acquire(&swap_lock);
     if (swap_fd < 0 && !swap_broken) {
-        /* First swap-out: open it now (a system call under a leaf spin
-         * lock, once per process). */
+        /* First swap-out: open it now (once per process). */
         swap_fd = os_file_open_rw(sk_opt.swap_file);
         if (swap_fd < 0) {
             swap_broken = true;
@@ -68,22 +69,21 @@ static int64_t slot_alloc(void)
     int64_t s = -1;
     if (swap_fd >= 0)
         s = nfree ? (int64_t)free_slots[--nfree] : (int64_t)next_slot++;
-    spin_unlock(&swap_lock);
+    lock_release(&swap_lock);
     return s;
 }
 
 void swap_free(uint64_t slot)
 {
-    spin_lock(&swap_lock);
+    lock_acquire(&swap_lock);
     size_t cap = free_slots ? (SK_PAGE_SIZE << free_order) / sizeof *free_slots : 0;
     if (nfree == cap) {
-        /* Grow the free stack (page_alloc under a leaf lock: the zone
-         * lock is below it).  Out of memory: the slot is lost, which
+        /* Grow the free stack.  Out of memory: the slot is lost, which
          * only wastes swap space. */
         unsigned order = free_slots ? free_order + 1 : 0;
         struct sk_page *pg = order <= SK_MAX_ORDER ? page_alloc(order) : NULL;
         if (!pg) {
-            spin_unlock(&swap_lock);
+            lock_release(&swap_lock);
             return;
         }
         uint64_t *n = page_address(pg);
@@ -95,7 +95,7 @@ void swap_free(uint64_t slot)
         free_order = order;
     }
     free_slots[nfree++] = slot;
-    spin_unlock(&swap_lock);
+    lock_release(&swap_lock);
 }
 
 int64_t swap_write(struct sk_page *pg)
@@ -193,9 +193,9 @@ void shmem_stats(struct shmem_stats *st)
     }
     st->batched = lru_batched();
     st->resident = __atomic_load_n(&shmem_resident, __ATOMIC_RELAXED);
-    spin_lock(&swap_lock);
+    lock_acquire(&swap_lock);
     st->swapped = (unsigned long)next_slot - nfree;
-    spin_unlock(&swap_lock);
+    lock_release(&swap_lock);
     st->files = __atomic_load_n(&shmem_files, __ATOMIC_RELAXED);
     st->swapouts = __atomic_load_n(&swapouts, __ATOMIC_RELAXED);
     st->swapins = __atomic_load_n(&swapins, __ATOMIC_RELAXED);
