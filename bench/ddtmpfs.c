@@ -10,7 +10,7 @@
  *
  *   before   SLABKIT_OPTIONS=page_microopt=0: what the series removed
  *   after    the default
- *   pcp=0    (--ablation) no per-CPU page lists: an ablation of slabkit's
+ *   pcp=0    (--ablation, and --full) no per-CPU page lists: an ablation of slabkit's
  *            page allocator, not the seed's before (2014 kernels had them)
  *
  * SLABKIT_OPTIONS is read once per process, so each variant runs in
@@ -179,7 +179,7 @@ static void usage(void)
             "  --size      file size (K/M/G), default 1/10 of memory (quick: at most 256M)\n"
             "  --runs      processes per variant, interleaved A B B A ..., default 8 (quick: 6)\n"
             "  --iters     timed dds per process, default 10\n"
-            "  --ablation  also run pcp=0 (no per-CPU page lists; not the seed's before)\n");
+            "  --ablation  also run pcp=0 (no per-CPU page lists; not the seed's before); on with --full\n");
     exit(2);
 }
 
@@ -220,6 +220,8 @@ int main(int argc, char **argv)
         runs = quick ? 6 : 8;
     if (iters <= 0)
         iters = 10;
+    if (!quick)
+        ablation = 1;                   /* full mode: the pcp=0 column too */
     if (child_v) {
         child(size, iters);
         return 0;

@@ -179,6 +179,18 @@ int main(int argc, char **argv)
     is(st.inactive[0], ninact, "pass %d: statistics: inactive list size", pass);
     ok(st.activated > 0 && st.deactivated > 0, "pass %d: promotions (%lu) and demotions (%lu) happened", pass,
        st.activated, st.deactivated);
+    /* sk_file_stats prints the same sizes, meminfo style. */
+    char *text = NULL, want[2][64];
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    sk_file_stats(mem);
+    fclose(mem);
+    snprintf(want[0], sizeof want[0], "Node 0 Active(file):   %8lu kB", st.active[0] * 4);
+    snprintf(want[1], sizeof want[1], "Node 0 Inactive(file): %8lu kB", st.inactive[0] * 4);
+    ok(text && strstr(text, want[0]) && strstr(text, want[1]), "pass %d: sk_file_stats prints each list's size", pass);
+    if (text && !(strstr(text, want[0]) && strstr(text, want[1])))
+        diag("%s", text);
+    free(text);
 
     /* The batch: new pages wait off the lists until LRU_BATCH are there. */
     sk_file_truncate(f, 0);
