@@ -99,8 +99,10 @@ static void *zeroed_page(struct sk_page **out)
 
 /* A new page for slot `index` of f (shmem_getpage_gfp's allocation).  Its
  * content is zero where [from, to) will not cover it.  Not yet in the
- * tree: flags may be plain stores (the series), or atomic (before). */
-static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t from, size_t to)
+ * tree: flags may be plain stores (the series), or atomic (before).
+ * `write`: a write allocates it, and the series marks it accessed now
+ * (FGP_ACCESSED); a swap-in page is marked by the access that wanted it. */
+static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t from, size_t to, bool write)
 {
     struct sk_page *pg = page_alloc(0);
     if (!pg)
@@ -117,7 +119,8 @@ static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t f
     pg_set_flags(pg, PG_HEAD | PG_FILE);
     if (shmem_microopt) {
         pg_flag_set_plain(pg, PG_SWAPBACKED);    /* __SetPageSwapBacked */
-        init_page_accessed(pg);                  /* FGP_ACCESSED at allocation */
+        if (write)
+            init_page_accessed(pg);              /* FGP_ACCESSED at allocation */
     } else {
         pg_flag_set(pg, PG_SWAPBACKED);          /* SetPageSwapBacked */
     }
@@ -245,7 +248,7 @@ static struct sk_page *slot_page(struct sk_file *f, uintptr_t *slot, uint64_t in
     uintptr_t e = *slot;
     if (!IS_SWAP_ENTRY(e))
         return (struct sk_page *)e;
-    struct sk_page *pg = file_new_page(f, index, 0, SK_PAGE_SIZE);
+    struct sk_page *pg = file_new_page(f, index, 0, SK_PAGE_SIZE, false);
     if (!pg)
         return NULL;
     if (swap_read(SWAP_SLOT(e), pg) != 0) {
@@ -377,7 +380,7 @@ ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
         uint64_t chunk_end = (pos & ~(uint64_t)(SK_PAGE_SIZE - 1)) + (uint64_t)CHUNK_PAGES * SK_PAGE_SIZE;
         if (chunk_end > end)
             chunk_end = end;
-        shmem_reclaim(CHUNK_PAGES);
+        shmem_reclaim(((chunk_end - 1) >> SK_PAGE_SHIFT) - (pos >> SK_PAGE_SHIFT) + 1);
         lock_acquire(&f->lock);
         while (pos < chunk_end) {
             uint64_t index = pos >> SK_PAGE_SHIFT;
@@ -391,7 +394,7 @@ ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
                 if (pg && shmem_microopt)
                     mark_page_accessed(pg);     /* found: FGP_ACCESSED */
             } else if (slot) {
-                pg = file_new_page(f, index, from, to);
+                pg = file_new_page(f, index, from, to, true);
                 if (pg) {
                     *slot = (uintptr_t)pg;
                     f->nr_pages++;

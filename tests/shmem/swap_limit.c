@@ -64,6 +64,22 @@ int main(int argc, char **argv)
     ok(st.swapped >= (FILE_MB - LIMIT_MB) * 256 - 512, "pass %d: most of the file is in swap (%lu pages)", pass,
        st.swapped);
 
+    /* A page swapped in is new to the LRU: one access leaves it inactive
+     * and referenced, whether a read or a write brought it back. */
+    ok(shmem_find_page(f, 0) == NULL && shmem_find_page(f, 1) == NULL, "pass %d: pages 0 and 1 are in swap", pass);
+    sk_file_pread(f, buf, 1, 0);
+    memset(buf, value(4096, 0), 1);
+    sk_file_pwrite(f, buf, 1, 4096);
+    lru_add_drain_all();
+    int lru_ok = 1;
+    for (int p = 0; p < 2; p++) {
+        struct sk_page *pg = shmem_find_page(f, (uint64_t)p);
+        uint32_t fl = pg ? pg_flags(pg) : 0;
+        if (!pg || (fl & (PG_LRU | PG_ACTIVE | PG_REFERENCED)) != (PG_LRU | PG_REFERENCED))
+            lru_ok = 0;
+    }
+    ok(lru_ok, "pass %d: swapped in by a read and by a write: inactive, referenced", pass);
+
     /* Read it all back: swapped pages come back intact. */
     bad = 0;
     for (size_t m = 0; m < FILE_MB; m++) {
