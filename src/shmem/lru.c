@@ -207,11 +207,14 @@ void lru_del_released(struct sk_page *pg)
     list_del(list_for(v, pg_flags(pg)), pg);
     lock_release(&v->lock);
     /* Series: the page is unreachable now, so a plain store will do
-     * (release_pages' __ClearPageLRU); before it, an atomic clear. */
-    if (shmem_microopt)
+     * (release_pages' __ClearPageLRU); before it, PG_LRU was cleared
+     * atomically.  PG_ACTIVE was a plain clear already (page_off_lru). */
+    if (shmem_microopt) {
         pg_flag_clear_plain(pg, PG_LRU | PG_ACTIVE);
-    else
-        pg_flag_clear(pg, PG_LRU | PG_ACTIVE);
+    } else {
+        pg_flag_clear(pg, PG_LRU);
+        pg_flag_clear_plain(pg, PG_ACTIVE);
+    }
 }
 
 /* ---- aging and reclaim ---- */
