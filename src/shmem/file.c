@@ -80,6 +80,7 @@ int shmem_init(void)
 
 void shmem_release_page(struct sk_page *pg)
 {
+    SK_ASSERT(pg->file.refcount == 0 && pg->file.mapping == NULL);
     lru_del_released(pg);
     pg_set_flags(pg, PG_HEAD);        /* no one else can see it now */
     page_free(pg, 0);
@@ -158,6 +159,7 @@ static uintptr_t *tree_slot(struct sk_file *f, uint64_t index, bool create)
         }
     }
     uintptr_t *node = f->root;
+    SK_ASSERT(node && f->height > 0);
     for (unsigned level = f->height - 1; level > 0; level--) {
         uintptr_t *slot = &node[(index >> (NODE_SHIFT * level)) & (NODE_SLOTS - 1)];
         if (!*slot) {

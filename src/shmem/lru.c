@@ -67,6 +67,7 @@ static void list_add(struct lru_list *l, struct sk_page *pg)
 
 static void list_del(struct lru_list *l, struct sk_page *pg)
 {
+    SK_ASSERT(l->nr > 0 && (pg_flags(pg) & PG_FILE));
     if (pg->file.prev)
         pg->file.prev->file.next = pg->file.next;
     else
@@ -100,6 +101,7 @@ static void lru_add_batch(struct sk_page **pgs, unsigned n)
         }
         /* The page is visible (in its file): mark_page_accessed may set
          * PG_ACTIVE concurrently, so this stays atomic in both modes. */
+        SK_ASSERT(!(pg_flags(pgs[i]) & PG_LRU));
         pg_flag_set(pgs[i], PG_LRU);
         list_add(list_for(v, pg_flags(pgs[i])), pgs[i]);
         v->added++;
