@@ -19,6 +19,9 @@
  *               passed instead): the harness's own instructions, which
  *               bench/pairs subtracts
  *
+ * PAIR_SIZE=bytes in the environment makes the pairs (and cross's objects)
+ * that size instead of 64 (bench/pairs --sizes).
+ *
  * Without BATCHES the program just runs (for callgrind: bench/pairs runs
  * N1 and N2 pairs and takes (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up
  * cancels).  With BATCHES it runs N pairs BATCHES times natively and prints
@@ -38,11 +41,12 @@
 #define RING 8
 
 static int null_alloc;                 /* null-*: harness only */
+static size_t obj_size = OBJ;          /* PAIR_SIZE=bytes: another size */
 static unsigned char null_obj[OBJ];
 
 static inline void *get(void)
 {
-    void *p = null_alloc ? (void *)null_obj : malloc(OBJ);
+    void *p = null_alloc ? (void *)null_obj : malloc(obj_size);
     /* The compiler may not drop a malloc/free pair it can see through. */
     __asm__ volatile("" : "+r"(p) : : "memory");
     return p;
@@ -154,6 +158,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mode = argv[1];
+    if (getenv("PAIR_SIZE") && (obj_size = (size_t)atol(getenv("PAIR_SIZE"))) == 0) {
+        fprintf(stderr, "pair: bad PAIR_SIZE\n");
+        return 2;
+    }
     long n = atol(argv[2]);
     int batches = argc > 3 ? atoi(argv[3]) : 0;
     if (!strncmp(mode, "null-", 5)) {

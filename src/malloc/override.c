@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
 
@@ -86,6 +86,14 @@ ALIAS(malloc) void *malloc(size_t size)
         /* Acquire: kmalloc_init publishes the entry after its cache. */
         if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj))) {
             ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
+            return obj;
+        }
+    } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
+        /* 1-32 KiB: one table load too (every class here is 256-aligned). */
+        void *obj;
+        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
+            ((uintptr_t *)obj)[1] = 0;
             return obj;
         }
     }
@@ -255,6 +263,8 @@ static void fork_child(void)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
         reset_arrays(slab_arrays(c));
+        if (c->slots)
+            slub_cpu_atfork_child(c);
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {
@@ -274,6 +284,8 @@ static void fork_child(void)
                 nd->partial = NULL;
                 nd->nr_partial = 0;
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
+                if (c->mode == SLAB_MODE_CLASSIC)
+                    slab_classic_abandon_node(nd);
             }
             lock_reset(&nd->list_lock);
             if (lock_was_held(&nd->barn.lock))
