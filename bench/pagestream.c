@@ -8,7 +8,9 @@
  *
  *   pcp     sk_alloc_pages(0) with the per-CPU page lists (slabkit default)
  *   pcp=0   the same with SLABKIT_OPTIONS=pcp=0: every page from the buddy
- *           lists under the zone lock (the baseline of the table)
+ *           lists under the zone lock (the baseline of the table).  An
+ *           ablation, printed as one: 2014 kernels had per-CPU lists, so
+ *           this is not seed 001's before (bench/ddtmpfs has that)
  *   mmap    one mmap/munmap of 4 KiB per page
  *   malloc  the system allocator's malloc(4096) (glibc __libc_malloc)
  *
@@ -39,6 +41,9 @@ extern void __libc_free(void *p);
 
 enum variant { V_PCP, V_NOPCP, V_MMAP, V_MALLOC, V_NR };
 static const char *const vname[V_NR] = { "pcp", "pcp=0", "mmap", "malloc" };
+/* As printed: pcp=0 is an ablation of slabkit's page allocator (2014
+ * kernels had per-CPU lists), not seed 001's before (bench/ddtmpfs). */
+static const char *const vlabel[V_NR] = { "pcp", "pcp=0 (ablation)", "mmap", "malloc" };
 #define V_BASE V_NOPCP
 
 #define PAGE 4096u
@@ -348,9 +353,9 @@ int main(int argc, char **argv)
             if (!ok[v])
                 continue;
             if (r < 0)
-                bench_progress("warm-up round  %-6s", vname[v]);
+                bench_progress("warm-up round  %-6s", vlabel[v]);
             else
-                bench_progress("run %d/%d  %-6s", r + 1, runs, vname[v]);
+                bench_progress("run %d/%d  %-6s", r + 1, runs, vlabel[v]);
             char *cargv[] = { self_path, "--child", (char *)vname[v], "--size", size_arg, NULL };
             double val;
             struct run rr;
@@ -376,7 +381,7 @@ int main(int argc, char **argv)
     const int pair_rounds = quick ? 2 : 3;
     for (int r = 0; r < pair_rounds; r++) {
         for (int v = 0; v < V_NR; v++) {
-            bench_progress("pair loop %d/%d  %-6s", r + 1, pair_rounds, vname[v]);
+            bench_progress("pair loop %d/%d  %-6s", r + 1, pair_rounds, vlabel[v]);
             char *cargv[] = { self_path, "--child", (char *)vname[v], "--mode", "pair",
                               "--pair-iters", iters_arg, "--batches", batches_arg, NULL };
             double val;
@@ -401,14 +406,15 @@ int main(int argc, char **argv)
         fprintf(f, "pagestream: %.0f MiB streamed through 4 KiB pages (alloc, fill, keep; then free all)\n", mb);
         fprintf(f, "%s\n", cold ? "first pass of each process (cold: every page faults in)"
                                 : "second pass of each process (warm: the allocator already holds the memory)");
-        fprintf(f, "%d runs of each variant, interleaved; %% change against pcp=0\n", runs);
+        fprintf(f, "%d runs of each variant, interleaved; %% change against pcp=0, an ablation (no per-CPU"
+                   " page lists), not seed 001's before: that is bench/ddtmpfs's page_microopt=0\n", runs);
         if (dirty_mb >= 0 && (double)dirty_mb < mb)
             fprintf(f, "note: slabkit keeps at most dirty_max_mb=%ld MiB of freed memory resident, so"
                        " the rest of a warm pass faults in again\n", dirty_mb);
         fprintf(f, "(throughput: higher is better; time and CPU: lower is better)\n\n");
         fprintf(f, "%-16s", "");
         for (int v = 0; v < V_NR; v++)
-            fprintf(f, " %22s", vname[v]);
+            fprintf(f, " %22s", vlabel[v]);
         fprintf(f, "\n");
         struct bench_stats tp[V_NR], tm[V_NR], tc[V_NR];
         for (int v = 0; v < V_NR; v++) {
@@ -462,11 +468,11 @@ int main(int argc, char **argv)
                 batches, pair_rounds);
         for (int v = 0; v < V_NR; v++) {
             if (!pair_n[v]) {
-                fprintf(f, "  %-8s   failed\n", vname[v]);
+                fprintf(f, "  %-16s   failed\n", vlabel[v]);
                 continue;
             }
             struct bench_stats s = bench_summary(pair_ns[v], pair_n[v]);
-            fprintf(f, "  %-8s %8.1f ns/pair%s\n", vname[v], s.median,
+            fprintf(f, "  %-16s %8.1f ns/pair%s\n", vlabel[v], s.median,
                     v == V_PCP ? (s.median < 100 ? "   (target < 100 ns: met)" : "   (target < 100 ns: MISSED)") : "");
         }
         if (ok[V_PCP] && ok[V_NOPCP] && ok[V_MMAP] && ok[V_MALLOC]) {
@@ -477,8 +483,8 @@ int main(int argc, char **argv)
                 const struct bench_stats *x = k ? tc : tp;
                 int a = x[V_PCP].median >= x[V_NOPCP].median * 0.99;  /* within noise */
                 int b = x[V_PCP].median > x[V_MMAP].median && x[V_PCP].median > x[V_MALLOC].median;
-                fprintf(f, "%smedian %s MB/s: pcp %.0f, pcp=0 %.0f, mmap %.0f, malloc %.0f;"
-                        " pcp >= pcp=0 (1%% noise): %s; pcp faster than mmap and malloc: %s\n",
+                fprintf(f, "%smedian %s MB/s: pcp %.0f, pcp=0 (ablation) %.0f, mmap %.0f, malloc %.0f;"
+                        " pcp >= pcp=0 ablation (1%% noise): %s; pcp faster than mmap and malloc: %s\n",
                         k ? "" : "\n", k ? "CPU " : "wall", x[V_PCP].median, x[V_NOPCP].median,
                         x[V_MMAP].median, x[V_MALLOC].median, a ? "met" : "MISSED", b ? "met" : "MISSED");
             }

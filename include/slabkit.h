@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -173,6 +174,23 @@ SK_API void sk_mutex_lock(sk_mutex_t *m);
 SK_API int  sk_mutex_trylock(sk_mutex_t *m);  /* 1 if taken, 0 if busy */
 SK_API void sk_mutex_unlock(sk_mutex_t *m);
 SK_API void sk_mutex_destroy(sk_mutex_t *m);
+
+/* ---- in-memory files (the tmpfs analogue, docs/shmem.md) ---------------- */
+
+/* A file whose pages come from the page allocator and sit on the LRU;
+ * with shmem_limit_mb and swap_file they swap.  Holes read as zeros.
+ * Any number of threads may read, write and truncate one file at once
+ * (writes to a file are serialised, as by the kernel's inode lock). */
+typedef struct sk_file sk_file_t;
+SK_API sk_file_t *sk_file_create(const char *name);          /* NULL, errno */
+SK_API ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off);
+SK_API ssize_t sk_file_pread(sk_file_t *f, void *buf, size_t len, off_t off);
+SK_API int sk_file_truncate(sk_file_t *f, off_t size);        /* 0, or -1, errno */
+SK_API off_t sk_file_size(sk_file_t *f);
+SK_API void sk_file_destroy(sk_file_t *f);                    /* frees its pages */
+/* /proc/meminfo-style lines: resident file pages, each node's active and
+ * inactive lists, pages in per-CPU batches, swap in use, LRU events. */
+SK_API void sk_file_stats(FILE *out);
 
 /* ---- options ------------------------------------------------------------ */
 

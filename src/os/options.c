@@ -33,6 +33,9 @@ struct sk_options sk_opt = {
     .array_size = 0,
     .background = 1,
     .verbose = 0,
+    .page_microopt = 1,
+    .shmem_limit_mb = 0,
+    .swap_file = "",
 };
 
 /* A value given by name; a list ends with a NULL name. */
@@ -79,6 +82,8 @@ static const struct option_def defs[] = {
     { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)", NULL },
     { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS", NULL },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts", NULL },
+    { "page_microopt", &sk_opt.page_microopt, 0, 1, "seed 001's page/shmem/LRU micro-optimisations (0: before)", NULL },
+    { "shmem_limit_mb", &sk_opt.shmem_limit_mb, 0, 1 << 20, "resident MiB of sk_file pages before they swap (0: none)", NULL },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */
@@ -152,6 +157,15 @@ int os_options_parse(const char *text)
         const char *value = eq ? eq + 1 : "1";   /* a bare key means key=1 */
         if (eq)
             *eq = 0;
+        if (!strcmp(item, "swap_file")) {     /* a path, not a number */
+            if (strlen(value) >= sizeof sk_opt.swap_file) {
+                os_warn("SLABKIT_OPTIONS: swap_file path too long: ignored");
+                warnings++;
+            } else {
+                strcpy(sk_opt.swap_file, value);
+            }
+            continue;
+        }
         const struct option_def *d = NULL;
         for (size_t i = 0; i < SK_ARRAY_SIZE(defs); i++)
             if (!strcmp(defs[i].key, item))

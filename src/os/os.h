@@ -96,6 +96,12 @@ uint64_t os_random64(void);     /* getrandom, falls back to time ^ address */
 void os_yield(void);
 int os_gettid(void);
 void os_sleep_ms(uint64_t ms);
+/* The swap file (src/shmem): created or truncated, read-write, close on
+ * exec; -1 with errno.  Whole-buffer positioned I/O: 0, or -1 with errno
+ * (a short read past the end counts as an error). */
+int os_file_open_rw(const char *path);
+int os_pread_all(int fd, void *buf, size_t len, uint64_t off);
+int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* Start a detached helper thread running fn(arg) with a `stack`-byte stack
  * (at least the system minimum), every signal blocked (so it never takes a
  * signal meant for the program), named `name` (15 characters at most)
@@ -130,6 +136,9 @@ struct sk_options {
     long array_size;         /* per-CPU array capacity override (0: by size) */
     long background;         /* the purger thread returns idle memory (src/page/purge.c) */
     long verbose;            /* print start-up facts */
+    long page_microopt;      /* seed 001's series on; 0: what it removed (src/shmem) */
+    long shmem_limit_mb;     /* resident sk_file pages above this swap out (0: no limit) */
+    char swap_file[256];     /* where they go (swap_file=PATH; empty: no swap) */
 };
 enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
 enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */

@@ -14,6 +14,9 @@
  *   PG_PURGING head of a free block off the lists while it is purged (the
  *              zone lock is dropped around madvise): a forked child puts it
  *              back on a list instead of leaking it
+ *   PG_FILE    with PG_HEAD: an order-0 page of an in-memory file
+ *              (src/shmem): the file fields are valid, and PG_LRU,
+ *              PG_ACTIVE, PG_REFERENCED, PG_SWAPBACKED are its LRU state
  *   0          anything else (inside a block; its content is stale)
  * Only block heads carry PG_BUDDY/PG_PCP/PG_HEAD; a descriptor loses them
  * when its block is merged, split or handed out, so a stale flag never
@@ -39,6 +42,15 @@
 #define PG_CLEAN  0x40u   /* free block whose pages are known zero (purged or fresh) */
 #define PG_ZEROED 0x80u   /* allocated block handed out clean (calloc may skip memset) */
 #define PG_PURGING 0x100u /* free block being purged, off the lists (order valid) */
+/* File pages (src/shmem), the kernel's page-cache flags.  Once a page is
+ * in its file, other threads change these with atomic read-modify-writes
+ * (mark_page_accessed runs without a lock); before that, and once its last
+ * reference is gone, its owner may use plain stores. */
+#define PG_FILE       0x200u  /* a page of an sk_file */
+#define PG_LRU        0x400u  /* on an LRU list (not in a per-CPU batch) */
+#define PG_ACTIVE     0x800u  /* on, or bound for, the active list */
+#define PG_REFERENCED 0x1000u /* accessed once since it was last aged */
+#define PG_SWAPBACKED 0x2000u /* its data goes to swap, not to a backing file */
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
 #define MAX_NUMNODES 4
@@ -63,6 +75,13 @@ struct sk_page {
         struct {                       /* PG_HEAD|PG_LARGE */
             size_t nr_pages;           /* pages handed out (<= 2^order) */
         } large;
+        struct {                       /* PG_FILE (src/shmem) */
+            struct sk_page *next, *prev; /* LRU list (PG_LRU; lru_lock) */
+            void *mapping;             /* the file; NULL once truncated away */
+            uint64_t index;            /* page index in the file */
+            uint32_t refcount;         /* references: the file's, a per-CPU
+                                        * batch's, each reader's; freed at 0 */
+        } file;
         struct {                       /* PG_SLAB (and PG_TAIL copies) */
             struct slab_cache *cache;  /* offset 8 */
             struct sk_page *next;      /* offset 16: CPU or node partial list */
