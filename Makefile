@@ -41,10 +41,10 @@ WL_BIN := $(WL_SRC:bench/workloads/%.c=$(B)/bench/workloads/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
-# ThreadSanitizer build: the library without the malloc override (TSan owns
+# ThreadSanitizer build: the library without the malloc layer (TSan owns
 # malloc) and with the tests named in TSAN_TESTS; they run with rseq off,
 # since TSan cannot see the kernel's restart guarantee (docs/design.md).
-TSAN_LIB_SRC := $(filter-out src/malloc/override.c,$(LIB_SRC))
+TSAN_LIB_SRC := $(filter-out src/malloc/%,$(LIB_SRC))
 TSAN_LIB_OBJ := $(TSAN_LIB_SRC:%.c=$(B)/tsan/obj/%.o)
 TSAN_TESTS   := $(sort $(wildcard tests/*/*_tsan.c) $(shell grep -l 'TSAN: yes' tests/*/*.c 2>/dev/null))
 TSAN_BIN     := $(TSAN_TESTS:tests/%.c=$(B)/tsan/tests/%)
@@ -83,7 +83,7 @@ $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)
-	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread -o $@ $<
+	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<
 
 $(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit.a
 	@mkdir -p $(dir $@)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "malloc/malloc.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
 
@@ -64,15 +64,7 @@ static void malloc_layer_init(void)
         exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
-/* The malloc family hands out 16-byte aligned memory: kmalloc-8, which the
- * kernel-style sk_malloc uses for 1..8 bytes, is never theirs.  malloc's
- * own fast path gets this from its table (kmalloc_arrays16). */
-static inline size_t malloc_size(size_t n)
-{
-    return n < 16 ? 16 : n;
-}
-
-static SK_NOINLINE void *malloc_slow(size_t size)
+SK_NOINLINE void *malloc_slow(size_t size)
 {
     void *p = kmalloc_slow(malloc_size(size));
     malloc_layer_init();
@@ -81,20 +73,97 @@ static SK_NOINLINE void *malloc_slow(size_t size)
 
 ALIAS(malloc) void *malloc(size_t size)
 {
-    if (likely(size <= KMALLOC_SMALL_MAX)) {
-        void *obj;
-        /* Acquire: kmalloc_init publishes the entry after its cache. */
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj))) {
-            ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
-            return obj;
-        }
-    }
-    return malloc_slow(size);
+    return malloc_inline(size);
 }
 
 ALIAS(free) void free(void *p)
 {
     kfree_inline(p);   /* sk_free's body, inlined: no extra call on the fast path */
+}
+
+/* free itself, not interposable: what sized frees compare the program's
+ * free with (malloc.h). */
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes"   /* glibc's leaf, nothrow */
+#endif
+extern __typeof__(free) free_own __attribute__((alias("free"), visibility("hidden")));
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* ---- sized frees (malloc.h) ---- */
+
+/* Is free, as the program links it, slabkit's?  (Read through a volatile:
+ * free is interposable, so the compiler may not fold the comparison.) */
+static bool free_is_ours(void)
+{
+    void *volatile linked = (void *)free;
+    return linked == (void *)free_own;
+}
+
+static struct sized_entry free_entry = { SIZED_UNKNOWN, false, "free_sized", (void *)free, free_is_ours };
+static struct sized_entry free_aligned_entry = {
+    SIZED_UNKNOWN, false, "free_aligned_sized", (void *)free, free_is_ours
+};
+
+/* C23: free p, which malloc, calloc or realloc gave for `size` bytes. */
+ALIAS(free_sized) void free_sized(void *p, size_t size)
+{
+    sized_free(&free_entry, p, size, 0);
+}
+
+/* C23: free p, which aligned_alloc(align, size) gave. */
+ALIAS(free_aligned_sized) void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    sized_free(&free_aligned_entry, p, size, align);
+}
+
+static int sized_resolve(struct sized_entry *e)
+{
+    int r = !e->ours() ? SIZED_FORWARD : sk_option("sized_check") > 0 ? SIZED_CHECK : SIZED_TRUST;
+    __atomic_store_n(&e->route, r, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* The class a sized free's size and alignment name (slabkit initialised),
+ * or NULL for a large block. */
+static struct slab_cache *sized_class(size_t size, size_t align)
+{
+    if (align > 16)
+        return kmalloc_aligned_cache(align, size);
+    return size <= KMALLOC_MAX_CACHE_SIZE ? kmalloc_caches[kmalloc_index(size)] : NULL;
+}
+
+SK_NOINLINE void sized_free_slow(struct sized_entry *e, void *p, size_t size, size_t align)
+{
+    int route = __atomic_load_n(&e->route, __ATOMIC_RELAXED);
+    if (route == SIZED_UNKNOWN)
+        route = sized_resolve(e);
+    if (route == SIZED_FORWARD) {
+        if (e->forward_align)
+            ((void (*)(void *, size_t))e->forward)(p, align);
+        else
+            ((void (*)(void *))e->forward)(p);
+        return;
+    }
+    if (!p)
+        return;
+    struct slab_cache *c, *want = sized_class(size, align);
+    if (route == SIZED_TRUST && want) {
+        slab_free(want, p, e->call);
+        return;
+    }
+    if (slab_of_object(p, &c)) {
+        if (route == SIZED_CHECK && c != want)
+            os_fatal("wrong size: %s(%p, %zu) of an object of %s", e->call, p, size, c->name);
+        slab_free(c, p, e->call);
+        return;
+    }
+    if (route == SIZED_CHECK && want)   /* reports a bad pointer itself */
+        os_fatal("wrong size: %s(%p, %zu) of a %zu-byte block", e->call, p, size,
+                 kmalloc_usable_nonslab(p, e->call));
+    sk_free_slow(p, e->call);   /* a large block, or the report of a bad pointer */
 }
 
 ALIAS(calloc) void *calloc(size_t nmemb, size_t size)
@@ -130,7 +199,11 @@ ALIAS(reallocarray) void *reallocarray(void *p, size_t nmemb, size_t size)
 
 ALIAS(aligned_alloc) void *aligned_alloc(size_t align, size_t size)
 {
-    return sk_aligned_alloc(align, malloc_size(size));
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return malloc_aligned(align, size);
 }
 
 ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)

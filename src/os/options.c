@@ -28,6 +28,7 @@ struct sk_options sk_opt = {
     .array_size = 0,
     .background = 1,
     .verbose = 0,
+    .sized_check = 0,
 };
 
 struct option_def {
@@ -51,6 +52,7 @@ static const struct option_def defs[] = {
     { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
     { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS" },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
+    { "sized_check", &sk_opt.sized_check, 0, 1, "free_sized and sized delete check the size (0: trust it)" },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */

@@ -128,6 +128,7 @@ struct sk_options {
     long array_size;         /* per-CPU array capacity override (0: by size) */
     long background;         /* the purger thread returns idle memory (src/page/purge.c) */
     long verbose;            /* print start-up facts */
+    long sized_check;        /* sized frees look the object up and check the size */
 };
 extern struct sk_options sk_opt SK_INTERNAL;
 /* Parse `text` (NULL: read $SLABKIT_OPTIONS) into sk_opt over the defaults.
