@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,9 +29,44 @@
 
 static void fork_child(void);
 
-/* slabinfo_at_exit writes to a copy of stderr taken at start-up: programs
- * such as coreutils close stderr in an atexit handler, before we run. */
+/*
+ * slabinfo_at_exit writes to a copy of stderr taken when the library is
+ * loaded: programs such as coreutils close stderr in an atexit handler,
+ * before our destructor runs, and others reopen fd 2 on a file of their
+ * own.  The copy's identity (device, inode) is kept, and at exit the table
+ * goes out only if the copy is still that file: a program that closed
+ * every descriptor and opened its own on the same number gets nothing
+ * written into it.  Taken only with the option on.
+ */
 static int exit_fd = -1;
+static dev_t exit_dev;
+static ino_t exit_ino;
+
+static void exit_output_open(void)
+{
+    struct stat st;
+    if (exit_fd >= 0 || sk_option("slabinfo_at_exit") <= 0)
+        return;
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    exit_dev = st.st_dev;
+    exit_ino = st.st_ino;
+    exit_fd = fd;
+}
+
+/* The exit output's descriptor, or -1 if it is no longer our copy. */
+static int exit_output_fd(void)
+{
+    struct stat st;
+    if (exit_fd < 0 || fstat(exit_fd, &st) != 0 || st.st_dev != exit_dev || st.st_ino != exit_ino)
+        return -1;
+    return exit_fd;
+}
 
 /* The fork repair, registered once: when the library is loaded (a
  * program may never call malloc itself: calloc, posix_memalign or the sk_*
@@ -48,6 +84,7 @@ static void atfork_register(void)
 __attribute__((constructor)) static void malloc_layer_load(void)
 {
     atfork_register();
+    exit_output_open();
 }
 
 /* Called from the first slow path after initialisation. */
@@ -60,8 +97,6 @@ static void malloc_layer_init(void)
     if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     atfork_register();
-    if (sk_opt.slabinfo_at_exit)
-        exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
 SK_NOINLINE void *malloc_slow(size_t size)
@@ -284,16 +319,18 @@ ALIAS(malloc_stats) void malloc_stats(void)
     print_totals(2);
 }
 
-/* slabinfo_at_exit=1: the process's slabinfo on stderr when it exits. */
+/* slabinfo_at_exit=1: the process's slabinfo on stderr as it was at
+ * start-up, when it exits through exit() (not _exit), whole: written with
+ * write(2) a line at a time, without the program's stdio. */
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
     if (!sk_opt.slabinfo_at_exit || !slab_ready())
         return;
-    FILE *out = exit_fd >= 0 ? fdopen(exit_fd, "w") : NULL;
-    sk_slabinfo(out ? out : stderr);
-    if (out)
-        fflush(out);
-    print_totals(exit_fd >= 0 ? exit_fd : 2);
+    int fd = exit_output_fd();
+    if (fd < 0)
+        return;
+    slabinfo_write(fd);
+    print_totals(fd);
 }
 
 /* ---- fork ---- */

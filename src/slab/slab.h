@@ -151,6 +151,9 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
                                              const void *p, const struct slab_cache *c,
                                              const void *object);
 
+/* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
+void slabinfo_write(int fd);
+
 /* The malloc family's slow paths (kmalloc.c). */
 void *kmalloc_slow(size_t size);
 void sk_free_slow(void *p, const char *call);
