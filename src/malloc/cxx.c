@@ -20,9 +20,12 @@
  *  - Out of memory: the throwing forms hand the request to the operator
  *    next after slabkit (libstdc++'s: it calls the new-handler, retries
  *    through slabkit's malloc, and throws std::bad_alloc); the nothrow
- *    forms to libstdc++'s nothrow ones.  With no C++ runtime next to us (a
- *    static link), the new-handler is called here, and a throwing form
- *    that still fails aborts with one line, since C cannot throw.
+ *    forms to libstdc++'s nothrow ones.  With no operator next to us (a
+ *    static link), the new-handler is called here and std::bad_alloc
+ *    thrown through the C++ ABI (__cxa_throw, weak references); only a
+ *    link without those pieces of the runtime aborts, with one line.
+ *    slabkit's C frames carry unwind tables (x86-64's default), so the
+ *    exception passes through them.
  * Lock order: none taken here.
  */
 #define _GNU_SOURCE
@@ -39,6 +42,27 @@
 typedef void (*new_handler_t)(void);
 /* std::get_new_handler(), where a C++ runtime is present. */
 extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+
+/* What throwing std::bad_alloc takes, in the Itanium C++ ABI, where a C++
+ * runtime is linked in (weak: absent from C programs). */
+extern void *__cxa_allocate_exception(size_t) __attribute__((weak));
+extern void __cxa_throw(void *, void *, void (*)(void *)) __attribute__((weak));
+extern char _ZTISt9bad_alloc[] __attribute__((weak));      /* typeinfo for std::bad_alloc */
+extern void *_ZTVSt9bad_alloc[] __attribute__((weak));     /* its vtable */
+extern void _ZNSt9bad_allocD1Ev(void *) __attribute__((weak));   /* its destructor */
+
+/* Throw std::bad_alloc from C, if the runtime's pieces are linked in: the
+ * object is one vtable pointer (past offset-to-top and typeinfo).  Returns
+ * only if they are not. */
+static void throw_bad_alloc(void)
+{
+    if (!__cxa_allocate_exception || !__cxa_throw || !_ZTISt9bad_alloc || !_ZTVSt9bad_alloc ||
+        !_ZNSt9bad_allocD1Ev)
+        return;
+    void **e = __cxa_allocate_exception(sizeof(void *));
+    *e = &_ZTVSt9bad_alloc[2];
+    __cxa_throw(e, _ZTISt9bad_alloc, _ZNSt9bad_allocD1Ev);
+}
 
 static char nothrow_tag;   /* a std::nothrow_t to pass on (an empty struct) */
 
@@ -65,7 +89,8 @@ static SK_NOINLINE void *new_failed(const char *sym, size_t size, size_t align, 
     }
     if (nothrow)
         return NULL;
-    os_fatal("out of memory: %s(%zu) cannot throw std::bad_alloc (no C++ runtime after slabkit)", sym, size);
+    throw_bad_alloc();
+    os_fatal("out of memory: %s(%zu) cannot throw std::bad_alloc (no C++ runtime linked)", sym, size);
 }
 
 /* ---- the basic forms ---- */
