@@ -1,6 +1,6 @@
 /*
- * override.c — the malloc family on slabkit, for LD_PRELOAD and -lslabkit;
- * fork, exit statistics and malloc_stats/malloc_trim.
+ * override.c — the malloc family on slabkit, for LD_PRELOAD and -lslabkit,
+ * with C23's sized frees; fork, exit statistics and malloc_stats/malloc_trim.
  *
  * Invariants:
  *  - Every entry point is safe before initialisation: the first call of any
@@ -11,16 +11,19 @@
  *  - fork takes no slabkit lock (docs/design.md, "fork"): a prepare handler
  *    that did would deadlock against a thread in stdio.  The child, alone,
  *    resets every lock, and repairs what a lock held at the fork protected.
+ *  - A sized free trusts its size only while free, as the program links it,
+ *    is this file's (malloc.h); the exit output goes only to the stderr
+ *    copy taken at load, and only while it is still the same file.
  * Lock order: none taken here except through the layers below.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "malloc/malloc.h"
