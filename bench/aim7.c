@@ -12,19 +12,25 @@
  *                 holding its lock (a holder that is slow for a moment);
  *   high_systime  less private work, eight system calls per job, the
  *                 orphan list twice per job.
- * Four mutexes run the same jobs: sk_mutex (spinning), sk_mutex with
- * mutex_spin=0 (the seed's "before"), pthread_mutex (default) and
- * pthread_mutex (PTHREAD_MUTEX_ADAPTIVE_NP).  Every run is a fresh child
- * process (this program re-executed with --child), the sk_mutex variants
- * choosing spinning through SLABKIT_OPTIONS, the real option path.
- * Variants are interleaved (A B C D A B C D ...) and each point is the
- * median of the runs.  The report: jobs per minute for each user count,
- * the seed-style table of % change by user range, the worst time any
- * waiter waited for a mutex, results/aim7.txt and results/aim7.png.
+ * Five mutexes run the same jobs: sk_mutex (the default, mutex_spin=1:
+ * the seed's "after"), sk_mutex mutex_spin=mcs (the seed's "before": the
+ * MCS queue a spinner cannot leave and the unlock under the wait lock, as
+ * kernel mutexes were before the Feb 2014 series), sk_mutex mutex_spin=0
+ * (no spinning at all), pthread_mutex (default) and pthread_mutex
+ * (PTHREAD_MUTEX_ADAPTIVE_NP).  Every run is a fresh child process (this
+ * program re-executed with --child), the sk_mutex variants choosing their
+ * mode through SLABKIT_OPTIONS, the real option path.  Variants are
+ * interleaved (A B C D E A B C D E ...) and each point is the median of
+ * the runs.  The report: jobs per minute for each user count; the seed's
+ * table, % improvement in throughput of after over before by user range
+ * (10-90, 100-900, 1000-2000), beside the seed's own figures and the
+ * other mutexes; the worst time any waiter waited for a mutex;
+ * results/aim7.txt and results/aim7.png.
  *
  *   aim7 [--quick] [--runs N] [--users 10,100,1000] [--jobs N]
- *   quick: 6 user counts, 5 runs, 40000 jobs per run (under a minute on
- *   2 CPUs); full: 24 user counts, 5 runs, 200000 jobs per run.
+ *   quick: 6 user counts (two per range), 5 runs, 40000 jobs per run
+ *   (about a minute on 2 idle CPUs); full: 24 user counts, 5 runs, 200000
+ *   jobs per run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,10 +46,14 @@
 #include "slabkit.h"
 #include "lock/mutex_internal.h"
 
-enum { V_SK, V_SK_NOSPIN, V_PT, V_PT_ADAPTIVE, NVAR };
+/* The sk_mutex variants come first (v <= V_SK_NOSPIN), each with the
+ * mutex_spin value its child runs with. */
+enum { V_SK, V_SK_MCS, V_SK_NOSPIN, V_PT, V_PT_ADAPTIVE, NVAR };
 static const char *const var_name[NVAR] = {
-    "sk_mutex", "sk_mutex spin=0", "pthread", "pthread adaptive",
+    "sk_mutex", "sk_mutex mcs", "sk_mutex spin=0", "pthread", "pthread adaptive",
 };
+static const char *const var_option[V_PT] = { "mutex_spin=1", "mutex_spin=mcs", "mutex_spin=0" };
+static const long var_mode[V_PT] = { MUTEX_SPIN_ON, MUTEX_SPIN_MCS, MUTEX_SPIN_OFF };
 enum { W_FSERVER, W_HIGH_SYSTIME, NWL };
 static const char *const wl_name[NWL] = { "fserver", "high_systime" };
 
@@ -71,7 +81,7 @@ static int arrived;                     /* users waiting at the start barrier */
 
 static void lk_init(struct lk *l)
 {
-    if (variant == V_SK || variant == V_SK_NOSPIN) {
+    if (variant <= V_SK_NOSPIN) {
         sk_mutex_init(&l->u.sk);
         return;
     }
@@ -217,7 +227,7 @@ static int child_main(int v, int w, int users, long jobs)
     workload = w;
     jobs_per_user = jobs;
     devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (v <= V_SK_NOSPIN && sk_option("mutex_spin") != (v == V_SK)) {
+    if (v <= V_SK_NOSPIN && sk_option("mutex_spin") != var_mode[v]) {
         fprintf(stderr, "aim7: SLABKIT_OPTIONS did not reach the child (mutex_spin=%ld)\n",
                 sk_option("mutex_spin"));
         return 1;
@@ -278,10 +288,8 @@ static struct result run_child(int v, int w, int users, long jobs)
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
-        if (v == V_SK)
-            setenv("SLABKIT_OPTIONS", "mutex_spin=1", 1);
-        else if (v == V_SK_NOSPIN)
-            setenv("SLABKIT_OPTIONS", "mutex_spin=0", 1);
+        if (v <= V_SK_NOSPIN)
+            setenv("SLABKIT_OPTIONS", var_option[v], 1);
         else
             unsetenv("SLABKIT_OPTIONS");
         char a1[16], a2[16], a3[16], a4[32];
@@ -377,40 +385,72 @@ static double range_mean(int w, int r, int v, double *noise, double *worst, doub
 
 static double pct(double a, double b) { return b > 0 ? (a - b) / b * 100.0 : 0; }
 
+/* The seed's figures (Jason Low's reply to the series, Feb 2014): % change
+ * in AIM7 throughput with patches 1-6, by workload and user range (the
+ * order of range[]), on his 2-socket and 8-socket machines. */
+static const double seed_2s[NWL][NRANGE] = { { -0.7, 0.0, 1.8 }, { 0.0, 0.4, 0.8 } };
+static const double seed_8s[NWL][NRANGE] = { { 0.4, 10.0, 29.2 }, { 3.1, 49.2, 34.9 } };
+
+static void rule(FILE *f) { fprintf(f, "%.*s\n", 95, "-----------------------------------------------------------------------------------------------------------"); }
+
+/* The seed's table: per workload, the ranges from the most users down;
+ * "% improvement with patches" is after (the default) over before (mcs). */
+static void seed_table(FILE *f)
+{
+    fprintf(f, "%% improvement in throughput with the series: sk_mutex after (mutex_spin=1, the default)\n"
+               "over before (mutex_spin=mcs), by user range, in the seed's table shape; beside it the seed's\n"
+               "own figures, then the default against no spinning and pthread mutexes.  noise: run-to-run\n"
+               "stddev/median of after and before (the larger), averaged over the range.\n");
+    for (int w = 0; w < NWL; w++) {
+        if (w)
+            fprintf(f, "\n");
+        rule(f);
+        fprintf(f, "%s\n", wl_name[w]);
+        rule(f);
+        fprintf(f, "%-10s| %-14s| %-9s| %-9s| %-10s| %-10s| %-11s| %s\n", "users", "% improvement", "seed",
+                "seed", "after vs", "after vs", "after vs", "noise");
+        fprintf(f, "%-10s| %-14s| %-9s| %-9s| %-10s| %-10s| %-11s|\n", "", "in throughput", "2-socket",
+                "8-socket", "spin=0", "pthread", "pthread");
+        fprintf(f, "%-10s| %-14s| %-9s| %-9s| %-10s| %-10s| %-11s|\n", "", "with patches", "", "", "", "",
+                "adaptive");
+        rule(f);
+        for (int r = NRANGE - 1; r >= 0; r--) {
+            double na, nb;
+            double after = range_mean(w, r, V_SK, &na, NULL, NULL);
+            if (after == 0)
+                continue;
+            double before = range_mean(w, r, V_SK_MCS, &nb, NULL, NULL);
+            double ns = range_mean(w, r, V_SK_NOSPIN, NULL, NULL, NULL);
+            double pd = range_mean(w, r, V_PT, NULL, NULL, NULL);
+            double pa = range_mean(w, r, V_PT_ADAPTIVE, NULL, NULL, NULL);
+            fprintf(f, "%-10s| %+12.1f%% | %+7.1f%% | %+7.1f%% | %+8.1f%% | %+8.1f%% | %+9.1f%% | %4.1f%%\n",
+                    range[r].name, pct(after, before), seed_2s[w][r], seed_8s[w][r], pct(after, ns),
+                    pct(after, pd), pct(after, pa), (na > nb ? na : nb) * 100);
+            rule(f);
+        }
+    }
+}
+
 static void report(FILE *f, int quick)
 {
     fprintf(f, "aim7 analogue (%s mode): %d runs per point, variants interleaved, medians; "
             "%ld jobs per run split over the users\n", quick ? "quick" : "full", runs, total_jobs);
     fprintf(f, "machine: %ld CPUs online\n\n", sysconf(_SC_NPROCESSORS_ONLN));
     for (int w = 0; w < NWL; w++) {
-        fprintf(f, "%s: jobs per minute (median; noise = run-to-run stddev/median of sk_mutex spin=0)\n",
+        fprintf(f, "%s: jobs per minute (median; noise = run-to-run stddev/median of sk_mutex and sk_mutex mcs)\n",
                 wl_name[w]);
-        fprintf(f, "%6s %14s %16s %14s %17s %7s\n", "users", var_name[0], var_name[1], var_name[2],
-                var_name[3], "noise");
+        fprintf(f, "%6s %12s %13s %16s %12s %17s %13s\n", "users", var_name[0], var_name[1], var_name[2],
+                var_name[3], var_name[4], "noise");
         for (int i = 0; i < nusers; i++)
-            fprintf(f, "%6d %14.0f %16.0f %14.0f %17.0f %6.1f%%\n", users[i], pt[w][i][0].jpm,
-                    pt[w][i][1].jpm, pt[w][i][2].jpm, pt[w][i][3].jpm, pt[w][i][1].noise * 100);
+            fprintf(f, "%6d %12.0f %13.0f %16.0f %12.0f %17.0f %5.1f%%/%5.1f%%\n", users[i], pt[w][i][0].jpm,
+                    pt[w][i][1].jpm, pt[w][i][2].jpm, pt[w][i][3].jpm, pt[w][i][4].jpm,
+                    pt[w][i][V_SK].noise * 100, pt[w][i][V_SK_MCS].noise * 100);
         fprintf(f, "\n");
     }
-    fprintf(f, "%% change in throughput of sk_mutex (spinning), by user range (seed-style table)\n");
-    fprintf(f, "%-14s %-10s %15s %12s %18s %18s %8s\n", "workload", "users", "vs mutex_spin=0",
-            "vs pthread", "vs pthread adapt.", "vs best pthread", "noise");
-    for (int w = 0; w < NWL; w++)
-        for (int r = 0; r < NRANGE; r++) {
-            double n0, n1;
-            double sk = range_mean(w, r, V_SK, &n0, NULL, NULL);
-            if (sk == 0)
-                continue;
-            double ns = range_mean(w, r, V_SK_NOSPIN, &n1, NULL, NULL);
-            double pd = range_mean(w, r, V_PT, NULL, NULL, NULL);
-            double pa = range_mean(w, r, V_PT_ADAPTIVE, NULL, NULL, NULL);
-            fprintf(f, "%-14s %-10s %+14.1f%% %+11.1f%% %+17.1f%% %+17.1f%% %7.1f%%\n", wl_name[w],
-                    range[r].name, pct(sk, ns), pct(sk, pd), pct(sk, pa), pct(sk, pd > pa ? pd : pa),
-                    (n0 > n1 ? n0 : n1) * 100);
-        }
+    seed_table(f);
     fprintf(f, "\nworst wait for a mutex (ms, the longest of all runs), and sk_mutex hand-offs per run\n");
-    fprintf(f, "%-14s %-10s %10s %16s %10s %17s %10s\n", "workload", "users", var_name[0], var_name[1],
-            var_name[2], var_name[3], "hand-offs");
+    fprintf(f, "%-14s %-10s %9s %13s %16s %9s %17s %10s\n", "workload", "users", var_name[0], var_name[1],
+            var_name[2], var_name[3], var_name[4], "hand-offs");
     for (int w = 0; w < NWL; w++)
         for (int r = 0; r < NRANGE; r++) {
             double wv[NVAR], ho;
@@ -418,8 +458,8 @@ static void report(FILE *f, int quick)
                 continue;
             for (int v = 1; v < NVAR; v++)
                 range_mean(w, r, v, NULL, &wv[v], NULL);
-            fprintf(f, "%-14s %-10s %10.2f %16.2f %10.2f %17.2f %10.0f\n", wl_name[w], range[r].name,
-                    wv[0] / 1e6, wv[1] / 1e6, wv[2] / 1e6, wv[3] / 1e6, ho);
+            fprintf(f, "%-14s %-10s %9.2f %13.2f %16.2f %9.2f %17.2f %10.0f\n", wl_name[w], range[r].name,
+                    wv[0] / 1e6, wv[1] / 1e6, wv[2] / 1e6, wv[3] / 1e6, wv[4] / 1e6, ho);
         }
     fprintf(f, "stated bound: a sk_mutex waiter that has waited %.0f ms and loses a wake-up takes the "
             "hand-off token;\nthe next unlock then passes the mutex to it (docs/mutex.md).  Waits above "
@@ -435,8 +475,8 @@ static void plot(void)
     for (int w = 0; w < NWL; w++) {
         fprintf(d, "# %s\n", wl_name[w]);
         for (int i = 0; i < nusers; i++)
-            fprintf(d, "%d %.0f %.0f %.0f %.0f\n", users[i], pt[w][i][0].jpm, pt[w][i][1].jpm,
-                    pt[w][i][2].jpm, pt[w][i][3].jpm);
+            fprintf(d, "%d %.0f %.0f %.0f %.0f %.0f\n", users[i], pt[w][i][0].jpm, pt[w][i][1].jpm,
+                    pt[w][i][2].jpm, pt[w][i][3].jpm, pt[w][i][4].jpm);
         fprintf(d, "\n\n");
     }
     fclose(d);

@@ -152,7 +152,8 @@ SK_API int sk_vm_unmap(void *p, size_t size);
  * an MCS queue (only its head polls the lock) while the owner looks like it
  * is running, for a bounded time, then sleep on a futex; a waiter that has
  * waited more than 1 ms takes a hand-off token and the next unlock passes
- * the lock to it.  SLABKIT_OPTIONS=mutex_spin=0 turns spinning off.  Never
+ * the lock to it.  SLABKIT_OPTIONS=mutex_spin=0 turns spinning off;
+ * mutex_spin=mcs spins as kernel mutexes did before 2014.  Never
  * allocates; valid when zero-filled; not recursive.  docs/mutex.md.
  */
 typedef struct sk_mutex {
@@ -161,10 +162,11 @@ typedef struct sk_mutex {
     uint32_t owner;     /* (acquisition count << 12) | owner's CPU + 1: spin heuristic only */
     uint32_t spinners;  /* threads in the spin queue, at most CPUs - 1 */
     uint32_t handoff_after; /* no new hand-off before this time (us, wrapping) */
+    uint32_t wait;      /* mutex_spin=mcs only: wait lock (bit 0), sleepers (<< 1) */
     void    *osq;       /* tail of the MCS queue of spinners */
 } sk_mutex_t;
 
-#define SK_MUTEX_INITIALIZER { 0, 0, 0, 0, 0, NULL }
+#define SK_MUTEX_INITIALIZER { 0, 0, 0, 0, 0, 0, NULL }
 
 SK_API void sk_mutex_init(sk_mutex_t *m);
 SK_API void sk_mutex_lock(sk_mutex_t *m);

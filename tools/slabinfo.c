@@ -114,7 +114,7 @@ static void report(const struct sk_cache_info *i)
     printf("Stride : %8zu   Active : %8lu   In use   : %9s\n", i->size, i->active_slabs, human(used, b2, sizeof b2));
     printf("Align  : %8zu   Partial: %8lu   Efficiency: %7llu%%\n", i->align, i->partial_slabs,
            space ? used * 100 / space : 100);
-    printf("Slab   : %8llu   CpuPart: %8lu   Wasted/slab: %6lu (slab_reserved %u)\n", slab,
+    printf("Slab   : %8llu   CpuPart: %8lu   Wasted/slab: %6lu (mgmt on slab %u)\n", slab,
            i->cpu_partial_slabs, waste, i->reserved);
     printf("Obj/Slab: %7u   Objects: %8lu of %lu; %lu in per-CPU arrays\n", i->objs_per_slab, i->active_objs,
            i->num_objs, i->array_objs);

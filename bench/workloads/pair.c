@@ -19,13 +19,17 @@
  *               passed instead): the harness's own instructions, which
  *               bench/pairs subtracts
  *
- * Size known: `same` through function pointers found with dlsym, so that
- * the two members of each pair differ only in the free called:
- *   free        malloc(64) / free(p)
- *   free-sized  malloc(64) / free_sized(p, 64) (C23; else the allocator's
- *               own: tc_free_sized, mi_free_size, sdallocx(p, 64, 0))
- *   delete      operator new(64) / operator delete(p)
- *   delete-sized  operator new(64) / operator delete(p, 64) (C++14)
+ * PAIR_SIZE=bytes in the environment makes the pairs (and cross's objects)
+ * that size instead of 64 (bench/pairs --sizes).
+ *
+ * Size known (n is 64, or PAIR_SIZE): `same` through function pointers
+ * found with dlsym, so that the two members of each pair differ only in
+ * the free called:
+ *   free        malloc(n) / free(p)
+ *   free-sized  malloc(n) / free_sized(p, n) (C23; else the allocator's
+ *               own: tc_free_sized, mi_free_size, sdallocx(p, n, 0))
+ *   delete      operator new(n) / operator delete(p)
+ *   delete-sized  operator new(n) / operator delete(p, n) (C++14)
  * C++'s operators are looked up after loading libstdc++, so an allocator
  * that does not define them gets libstdc++'s, on its malloc.  A mode the
  * allocator has no function for exits 3.
@@ -50,11 +54,12 @@
 #define RING 8
 
 static int null_alloc;                 /* null-*: harness only */
+static size_t obj_size = OBJ;          /* PAIR_SIZE=bytes: another size */
 static unsigned char null_obj[OBJ];
 
 static inline void *get(void)
 {
-    void *p = null_alloc ? (void *)null_obj : malloc(OBJ);
+    void *p = null_alloc ? (void *)null_obj : malloc(obj_size);
     /* The compiler may not drop a malloc/free pair it can see through. */
     __asm__ volatile("" : "+r"(p) : : "memory");
     return p;
@@ -113,7 +118,7 @@ static void (*sized3_fn)(void *, size_t, int);   /* jemalloc's sdallocx */
 static void known_free(long n)
 {
     for (long i = 0; i < n; i++) {
-        void *p = alloc_fn(OBJ);
+        void *p = alloc_fn(obj_size);
         __asm__ volatile("" : "+r"(p) : : "memory");
         free_fn(p);
     }
@@ -122,18 +127,18 @@ static void known_free(long n)
 static void known_sized(long n)
 {
     for (long i = 0; i < n; i++) {
-        void *p = alloc_fn(OBJ);
+        void *p = alloc_fn(obj_size);
         __asm__ volatile("" : "+r"(p) : : "memory");
-        sized_fn(p, OBJ);
+        sized_fn(p, obj_size);
     }
 }
 
 static void known_sized3(long n)
 {
     for (long i = 0; i < n; i++) {
-        void *p = alloc_fn(OBJ);
+        void *p = alloc_fn(obj_size);
         __asm__ volatile("" : "+r"(p) : : "memory");
-        sized3_fn(p, OBJ, 0);
+        sized3_fn(p, obj_size, 0);
     }
 }
 
@@ -232,6 +237,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mode = argv[1];
+    if (getenv("PAIR_SIZE") && (obj_size = (size_t)atol(getenv("PAIR_SIZE"))) == 0) {
+        fprintf(stderr, "pair: bad PAIR_SIZE\n");
+        return 2;
+    }
     long n = atol(argv[2]);
     int batches = argc > 3 ? atoi(argv[3]) : 0;
     if (!strncmp(mode, "null-", 5)) {

@@ -27,7 +27,7 @@ static bool cpu_ready;
 /* membarrier(PRIVATE_EXPEDITED_RSEQ) registered: remote drains can fence
  * another CPU's sequences.  Without it (kernels before 5.10, a seccomp
  * profile) a drain visits the CPU instead. */
-static bool cpu_membarrier_ok;
+bool cpu_membarrier_ok;
 int cpu_nr_ids = 1;
 
 /* Before init every cache points at these: always empty, always full. */

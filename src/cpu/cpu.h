@@ -95,6 +95,9 @@ extern int cpu_nr_ids SK_INTERNAL;        /* CPU ids with arrays (<= CPU_MAX_IDS
 /* The bound every sequence checks the CPU id against: cpu_nr_ids in rseq
  * mode, 0 in the fallback and before cpu_init (so everything locks). */
 extern int cpu_rseq_ids SK_INTERNAL;
+/* membarrier(PRIVATE_EXPEDITED_RSEQ) registered: a remote drain fences a
+ * CPU's sequences with it; without, it visits that CPU. */
+extern bool cpu_membarrier_ok SK_INTERNAL;
 /* Array slots of a set: every CPU's, and the shared slot. */
 static inline int cpu_nr_slots(void) { return cpu_nr_ids + 1; }
 /* Before init every cache points here: CPU_MAX_IDS + 1 zeroed arrays

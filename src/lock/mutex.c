@@ -1,5 +1,10 @@
 /*
  * mutex.c — sk_mutex: a futex mutex with MCS-queued optimistic spinning.
+ * This is the default (mutex_spin=1, the "after" of the kernel's 2014
+ * series: a cancellable queue, an unlock that takes no wait lock) and
+ * mutex_spin=0 (no spinning); mutex_spin=mcs, the series' "before", is
+ * mutex_mcs.c, chosen in the two slow paths.  mutex_impl.h is what the two
+ * files share.
  *
  * Words of a mutex (include/slabkit.h) and who writes them:
  *   state     LOCKED | SLEEPERS | HANDOFF.  Taken by CAS 0 -> LOCKED (fast
@@ -49,36 +54,10 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <sys/rseq.h>
 
-#include "lock/lock.h"
-#include "lock/mutex_internal.h"
+#include "lock/mutex_impl.h"
 
 /* ---- helpers -------------------------------------------------------------- */
-
-#define LD(p)        __atomic_load_n((p), __ATOMIC_RELAXED)
-#define LD_ACQ(p)    __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ST(p, v)     __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define ST_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define CAS(p, expp, v) \
-    __atomic_compare_exchange_n((p), (expp), (v), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
-
-/* The CPU this thread runs on, from the rseq area glibc registered; -1 when
- * rseq is not registered (then the "owner on my CPU" test is simply off). */
-static inline int mutex_cpu(void)
-{
-    if (!__rseq_size)
-        return -1;
-    const struct rseq *r = (const struct rseq *)
-        ((char *)__builtin_thread_pointer() + __rseq_offset);
-    return (int)__atomic_load_n(&r->cpu_id, __ATOMIC_RELAXED);
-}
-
-static inline uint32_t owner_cpu_tag(int cpu)
-{
-    uint32_t c = (uint32_t)cpu + 1;   /* -1 -> 0; -2 (failed) -> huge -> 0 */
-    return c <= MUTEX_OWNER_CPU_MASK ? c : 0;
-}
 
 /* The new owner records itself.  Only owners write this word. */
 static inline void mutex_set_owner(sk_mutex_t *m)
@@ -98,7 +77,7 @@ static struct {
     unsigned long v[MUTEX_STAT_NR];
 } __attribute__((aligned(CACHE_LINE))) mutex_stats[STAT_ROWS];
 
-static inline void stat_inc(enum mutex_stat item)
+void mutex_stat_inc(enum mutex_stat item)
 {
     int cpu = mutex_cpu();
     unsigned row = cpu < 0 ? 0u : (unsigned)cpu % STAT_ROWS;
@@ -228,90 +207,113 @@ static void osq_unlock(void **tail, struct mutex_node *node)
 /* Spinners beyond CPUs - 1 cannot all run beside the owner: the extra ones
  * would take the CPU the owner needs.  Cached (a benign race: every thread
  * computes the same value). */
+static unsigned spin_limit_plus1;   /* the limit + 1, so that 0 means "not yet" */
+
 static unsigned spin_limit(void)
 {
-    static unsigned limit;   /* CPUs - 1, stored + 1 so that 0 means "not yet" */
-    unsigned l = LD(&limit);
+    unsigned l = LD(&spin_limit_plus1);
     if (unlikely(!l)) {
         int n = os_nr_online_cpus();
         l = (unsigned)(n > 1 ? n - 1 : 0) + 1;
-        ST(&limit, l);
+        ST(&spin_limit_plus1, l);
     }
     return l - 1;
 }
 
-/* As the queue head: poll the mutex while the owner seems to be running. */
-static bool head_spin(sk_mutex_t *m, uint32_t lockval, uint64_t start, uint64_t deadline)
+void lock_mutex_spin_limit(unsigned n)
 {
-    uint32_t last = LD(&m->owner);
-    uint64_t since = start;
+    ST(&spin_limit_plus1, n ? n + 1 : 0);
+}
+
+bool mutex_spin_begin(sk_mutex_t *m)
+{
+    uint32_t o = LD(&m->owner);
+    uint32_t c = o & MUTEX_OWNER_CPU_MASK;
+    unsigned limit = spin_limit();
+    if (!limit || (c && c == owner_cpu_tag(mutex_cpu()) && LD(&m->state) != 0)) {
+        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
+        return false;
+    }
+    if (__atomic_fetch_add(&m->spinners, 1, __ATOMIC_RELAXED) >= limit) {
+        __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
+        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
+        return false;
+    }
+    return true;
+}
+
+void mutex_spin_end(sk_mutex_t *m, bool got)
+{
+    __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
+    mutex_stat_inc(got ? MUTEX_SPIN_ACQUIRED : MUTEX_SPIN_FAILED);
+}
+
+enum mutex_owner_spin mutex_spin_on_owner(sk_mutex_t *m, uint32_t lockval, uint32_t *last,
+                                          uint64_t since, uint64_t deadline)
+{
     for (unsigned i = 1;; i++) {
         uint32_t s = LD(&m->state);
         if (s == 0) {
             if (CAS(&m->state, &s, lockval))
-                return true;
+                return MUTEX_SPIN_GOT;
             continue;
         }
         if (s & MUTEX_HANDOFF)
-            return false;              /* the lock is promised to a starving waiter */
+            return MUTEX_SPIN_STOP;    /* the lock is promised to a starving waiter */
         uint32_t o = LD(&m->owner);
-        if (o != last) {               /* progress: a new owner, a new window */
-            last = o;
-            since = 0;
+        if (o != *last) {              /* progress: a new owner, a new window */
+            *last = o;
             uint32_t c = o & MUTEX_OWNER_CPU_MASK;
             if (c && c == owner_cpu_tag(mutex_cpu()))
-                return false;          /* it last ran here, and we run here */
+                return MUTEX_SPIN_STOP; /* it last ran here, and we run here */
+            return MUTEX_SPIN_NEW_OWNER;
         }
         if ((i & 7) == 0) {
             uint64_t t = os_now_ns();
             if (!since)
                 since = t;
             if (t - since > MUTEX_SPIN_OWNER_NS || t > deadline)
-                return false;
+                return MUTEX_SPIN_STOP;
         }
         cpu_relax();
     }
 }
 
+/* As the queue head: poll the mutex while its owners seem to be running. */
+static bool head_spin(sk_mutex_t *m, uint32_t lockval, uint64_t start, uint64_t deadline)
+{
+    uint32_t last = LD(&m->owner);
+    enum mutex_owner_spin r = mutex_spin_on_owner(m, lockval, &last, start, deadline);
+    while (r == MUTEX_SPIN_NEW_OWNER)
+        r = mutex_spin_on_owner(m, lockval, &last, 0, deadline);
+    return r == MUTEX_SPIN_GOT;
+}
+
 /* Try to take the mutex by spinning; lockval is the state to install. */
 static bool mutex_spin(sk_mutex_t *m, uint32_t lockval)
 {
-    uint32_t o = LD(&m->owner);
-    uint32_t c = o & MUTEX_OWNER_CPU_MASK;
-    unsigned limit = spin_limit();
-    if (!limit || (c && c == owner_cpu_tag(mutex_cpu()) && LD(&m->state) != 0)) {
-        stat_inc(MUTEX_SPIN_SKIPPED);
+    if (!mutex_spin_begin(m))
         return false;
-    }
-    if (__atomic_fetch_add(&m->spinners, 1, __ATOMIC_RELAXED) >= limit) {
-        __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
-        stat_inc(MUTEX_SPIN_SKIPPED);
-        return false;
-    }
     struct mutex_node *node = node_get();
-    bool got = false;
-    if (node) {
-        uint64_t start = os_now_ns();
-        uint64_t deadline = start + MUTEX_SPIN_MAX_NS;
-        if (osq_lock(&m->osq, node, deadline)) {
-            got = head_spin(m, lockval, start, deadline);
-            osq_unlock(&m->osq, node);
-        }
-        node_put(node);
-    }
-    __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
     if (!node) {
-        stat_inc(MUTEX_SPIN_SKIPPED);
+        __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
+        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
         return false;
     }
-    stat_inc(got ? MUTEX_SPIN_ACQUIRED : MUTEX_SPIN_FAILED);
+    bool got = false;
+    uint64_t start = os_now_ns();
+    uint64_t deadline = start + MUTEX_SPIN_MAX_NS;
+    if (osq_lock(&m->osq, node, deadline)) {
+        got = head_spin(m, lockval, start, deadline);
+        osq_unlock(&m->osq, node);
+    }
+    node_put(node);
+    mutex_spin_end(m, got);
     return got;
 }
 
 /* ---- sleeping and hand-off ------------------------------------------------- */
 
-/* Take the hand-off token and wait for the lock to be passed to us.
- * false: another waiter holds the token. */
 static inline uint32_t now_us(void) { return (uint32_t)(os_now_ns() / 1000u); }
 
 /* Hand-offs allowed now?  Wrap-safe: only a time at most the cap ahead of
@@ -322,7 +324,12 @@ static inline bool handoff_allowed(const sk_mutex_t *m)
     return ahead == 0 || ahead > MUTEX_HANDOFF_COOLDOWN_MAX_US;
 }
 
-static bool mutex_handoff_wait(sk_mutex_t *m)
+bool mutex_handoff_due(const sk_mutex_t *m, uint32_t s, uint64_t start)
+{
+    return !(s & MUTEX_HANDOFF) && os_now_ns() - start >= MUTEX_STARVE_NS && handoff_allowed(m);
+}
+
+bool mutex_handoff_wait(sk_mutex_t *m)
 {
     uint32_t expect = MUTEX_HANDOFF_NONE;
     if (!CAS(&m->handoff, &expect, MUTEX_HANDOFF_WAITING))
@@ -348,14 +355,19 @@ static bool mutex_handoff_wait(sk_mutex_t *m)
         cool = MUTEX_HANDOFF_COOLDOWN_MAX_US;
     ST(&m->handoff_after, t + cool);
     ST(&m->handoff, MUTEX_HANDOFF_NONE);
-    stat_inc(MUTEX_HANDOFF_DONE);
+    mutex_stat_inc(MUTEX_HANDOFF_DONE);
     return true;
 }
 
 static SK_NOINLINE void mutex_lock_slow(sk_mutex_t *m)
 {
     os_options_init();
-    bool spin = sk_opt.mutex_spin != 0;
+    long mode = sk_opt.mutex_spin;
+    if (mode == MUTEX_SPIN_MCS) {
+        mutex_mcs_lock_slow(m);
+        goto owned;
+    }
+    bool spin = mode != MUTEX_SPIN_OFF;
     if (spin && mutex_spin(m, MUTEX_LOCKED))
         goto owned;
 
@@ -368,15 +380,14 @@ static SK_NOINLINE void mutex_lock_slow(sk_mutex_t *m)
                 goto owned;
             continue;
         }
-        if (woken && !(s & MUTEX_HANDOFF) && os_now_ns() - start >= MUTEX_STARVE_NS &&
-            handoff_allowed(m) && mutex_handoff_wait(m))
+        if (woken && mutex_handoff_due(m, s, start) && mutex_handoff_wait(m))
             goto owned;
         if (!(s & MUTEX_SLEEPERS)) {
             if (!CAS(&m->state, &s, s | MUTEX_SLEEPERS))
                 continue;
             s |= MUTEX_SLEEPERS;
         }
-        stat_inc(MUTEX_SLEEP);
+        mutex_stat_inc(MUTEX_SLEEP);
         os_futex_wait(&m->state, s, -1);
         woken = true;
         /* Like the kernel's first waiter: spin again before sleeping again. */
@@ -387,8 +398,15 @@ owned:
     mutex_set_owner(m);
 }
 
+/* Unlock with SLEEPERS or HANDOFF set (`s`, as the fast path read it).  No
+ * wait lock here: the state word alone decides (the 2014 series' "unlock
+ * the mutex without the wait_lock"); mutex_spin=mcs takes it. */
 static SK_NOINLINE void mutex_unlock_slow(sk_mutex_t *m, uint32_t s)
 {
+    if (sk_opt.mutex_spin == MUTEX_SPIN_MCS) {
+        mutex_mcs_unlock_slow(m, s);
+        return;
+    }
     for (;;) {
         if (s & MUTEX_HANDOFF) {
             /* Only the owner clears HANDOFF; LOCKED (and SLEEPERS) stay. */
@@ -414,6 +432,7 @@ void sk_mutex_init(sk_mutex_t *m)
     ST(&m->owner, 0);
     ST(&m->spinners, 0);
     ST(&m->handoff_after, 0);
+    ST(&m->wait, 0);
     ST(&m->osq, NULL);
 }
 

@@ -57,6 +57,10 @@ enum mutex_stat {
     MUTEX_STAT_NR
 };
 extern const char *const mutex_stat_names[MUTEX_STAT_NR];
+/* Tests: allow n spinners per mutex instead of CPUs - 1 (0: CPUs - 1
+ * again), so that a 2-CPU machine queues several spinners.  Only while no
+ * thread is in a slow path. */
+void lock_mutex_spin_limit(unsigned n);
 void lock_mutex_stats(unsigned long out[MUTEX_STAT_NR]);
 
 #endif

@@ -43,6 +43,14 @@ static inline void *malloc_inline(size_t size)
             ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
             return obj;
         }
+    } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
+        /* 1-32 KiB: one table load too (every class here is 256-aligned). */
+        void *obj;
+        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
+            ((uintptr_t *)obj)[1] = 0;
+            return obj;
+        }
     }
     return malloc_slow(size);
 }

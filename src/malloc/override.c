@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "malloc/malloc.h"
+#include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
 
@@ -368,6 +369,8 @@ static void fork_child(void)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
         reset_arrays(slab_arrays(c));
+        if (c->slots)
+            slub_cpu_atfork_child(c);
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {
@@ -387,6 +390,8 @@ static void fork_child(void)
                 nd->partial = NULL;
                 nd->nr_partial = 0;
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
+                if (c->mode == SLAB_MODE_CLASSIC)
+                    slab_classic_abandon_node(nd);
             }
             lock_reset(&nd->list_lock);
             if (lock_was_held(&nd->barn.lock))

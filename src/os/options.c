@@ -5,21 +5,26 @@
  * is never written after it (readers need no lock).  The parser works on a
  * bounded stack copy and never allocates: it runs inside the first malloc.
  * An unknown key or a bad value prints one warning line naming it and is
- * ignored; nothing here can crash on any input.
+ * ignored; nothing here can crash on any input.  A value is a number in
+ * the option's range or, for options that have them, one of its words
+ * (mutex_spin=mcs, allocator=slab); allocator and slab_mgmt take words only.
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "os/os.h"
 
 struct sk_options sk_opt = {
-    .slab_reserved = 0,
+    .allocator = SK_ALLOC_SLUB,
+    .slab_mgmt = SK_SLAB_MGMT_PAGE,
     .pcp = 1,
     .slice_mask_cache = 1,
     .cpu_partial = -1,
     .barn = 1,
+    .sheaves = 1,
     .mutex_spin = 1,
     .huge_slices = 1,
     .slabinfo_at_exit = 0,
@@ -31,28 +36,51 @@ struct sk_options sk_opt = {
     .sized_check = 0,
 };
 
+/* A value given by name; a list ends with a NULL name. */
+struct option_word {
+    const char *name;
+    long val;
+};
+
+/* An option takes a number in min..max (an empty range: none) or, where
+ * `words` is set, one of those words. */
 struct option_def {
     const char *key;
     long *val;
     long min, max;
     const char *help;
+    const struct option_word *words;   /* NULL-name-terminated, or NULL */
 };
 
+/* Words for values: allocator and slab_mgmt take only words (a word says
+ * what it means); mutex_spin's "mcs" stands for a value 0..1 does not reach. */
+static const struct option_word allocator_words[] = {
+    { "slub", SK_ALLOC_SLUB }, { "slab", SK_ALLOC_SLAB }, { NULL, 0 } };
+static const struct option_word slab_mgmt_words[] = {
+    { "page", SK_SLAB_MGMT_PAGE }, { "onslab", SK_SLAB_MGMT_ONSLAB }, { NULL, 0 } };
+static const struct option_word mutex_spin_words[] = {
+    { "mcs", MUTEX_SPIN_MCS }, { NULL, 0 } };
+
 static const struct option_def defs[] = {
-    { "slab_reserved", &sk_opt.slab_reserved, 0, 2048, "bytes of header inside each slab (SLAB before 2014)" },
-    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists" },
-    { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them" },
-    { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)" },
-    { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs" },
-    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex optimistic spinning" },
-    { "huge_slices", &sk_opt.huge_slices, 0, 1, "dense memory in 2 MiB huge-page slices" },
-    { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit" },
-    { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS" },
-    { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once" },
-    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)" },
-    { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS" },
-    { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts" },
-    { "sized_check", &sk_opt.sized_check, 0, 1, "free_sized and sized delete check the size (0: trust it)" },
+    { "allocator", &sk_opt.allocator, 0, -1, "slub (default) or slab: the kernel's SLAB (docs/slab.md)",
+      allocator_words },
+    { "slab_mgmt", &sk_opt.slab_mgmt, 0, -1,
+      "allocator=slab: slab fields in the page descriptor (page) or at the slab head (onslab)", slab_mgmt_words },
+    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists", NULL },
+    { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them", NULL },
+    { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)", NULL },
+    { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs", NULL },
+    { "sheaves", &sk_opt.sheaves, 0, 1, "per-CPU object arrays and the barn (0: SLUB's per-CPU freelists, 2011)", NULL },
+    { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex spinning: 0 off, 1 cancellable queue, mcs the pre-2014 queue",
+      mutex_spin_words },
+    { "huge_slices", &sk_opt.huge_slices, 0, 1, "dense memory in 2 MiB huge-page slices", NULL },
+    { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit", NULL },
+    { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS", NULL },
+    { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once", NULL },
+    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity (0: by size)", NULL },
+    { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS", NULL },
+    { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts", NULL },
+    { "sized_check", &sk_opt.sized_check, 0, 1, "free_sized and sized delete check the size (0: trust it)", NULL },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */
@@ -67,6 +95,32 @@ static int parse_long(const char *s, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* `s` as d's value: one of its words, else a number in its range; 0 on
+ * success. */
+static int parse_value(const struct option_def *d, const char *s, long *out)
+{
+    for (const struct option_word *w = d->words; w && w->name; w++)
+        if (!strcmp(w->name, s)) {
+            *out = w->val;
+            return 0;
+        }
+    long v;
+    if (parse_long(s, &v) || v < d->min || v > d->max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* What d accepts, for a warning: "0..1 or mcs", "slub or slab". */
+static void describe_values(const struct option_def *d, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (d->min <= d->max)
+        n = (size_t)snprintf(buf, size, "%ld..%ld", d->min, d->max);
+    for (const struct option_word *w = d->words; w && w->name && n < size; w++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? " or " : "", w->name);
 }
 
 long sk_option(const char *key)
@@ -108,9 +162,10 @@ int os_options_parse(const char *text)
         if (!d) {
             os_warn("SLABKIT_OPTIONS: unknown option '%s' ignored", item);
             warnings++;
-        } else if (parse_long(value, &v) || v < d->min || v > d->max) {
-            os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %ld..%ld) ignored",
-                    value, d->key, d->min, d->max);
+        } else if (parse_value(d, value, &v)) {
+            char want[160];
+            describe_values(d, want, sizeof want);
+            os_warn("SLABKIT_OPTIONS: bad value '%s' for %s (want %s) ignored", value, d->key, want);
             warnings++;
         } else {
             *d->val = v;

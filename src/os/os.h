@@ -115,12 +115,14 @@ void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- options (SLABKIT_OPTIONS, read once) ---- */
 struct sk_options {
-    long slab_reserved;      /* bytes of header inside each slab (SLAB's "before") */
+    long allocator;          /* SK_ALLOC_SLUB, or SK_ALLOC_SLAB: the kernel's SLAB */
+    long slab_mgmt;          /* allocator=slab: SK_SLAB_MGMT_PAGE (after 2014) or _ONSLAB (before) */
     long pcp;                /* per-CPU page lists on/off */
     long slice_mask_cache;   /* keep slice masks, or recompute per request */
     long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
     long barn;               /* the node's barn of full batches on/off */
-    long mutex_spin;         /* sk_mutex optimistic spinning on/off */
+    long sheaves;            /* per-CPU arrays + barn; 0: per-CPU freelists */
+    long mutex_spin;         /* MUTEX_SPIN_OFF, _ON (default) or _MCS (the word "mcs") */
     long huge_slices;        /* dense memory in 2 MiB huge-page slices */
     long slabinfo_at_exit;   /* print slabinfo when the process exits */
     long decay_ms;           /* free memory older than this goes back to the OS */
@@ -130,7 +132,13 @@ struct sk_options {
     long verbose;            /* print start-up facts */
     long sized_check;        /* sized frees look the object up and check the size */
 };
+enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
+enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */
 extern struct sk_options sk_opt SK_INTERNAL;
+/* sk_opt.mutex_spin: how sk_mutex waiters spin (docs/mutex.md). */
+#define MUTEX_SPIN_OFF 0   /* never: straight to the futex sleep */
+#define MUTEX_SPIN_ON  1   /* cancellable MCS queue, unlock without the wait lock (after 2014) */
+#define MUTEX_SPIN_MCS 2   /* "mcs": the queue before the 2014 series (src/lock/mutex_mcs.c) */
 /* Parse `text` (NULL: read $SLABKIT_OPTIONS) into sk_opt over the defaults.
  * Unknown keys and bad values print one warning line each and are ignored.
  * Returns the number of warnings. */

@@ -225,6 +225,12 @@ static int zone_grow_partial(struct zone *z, unsigned order)
         errno = EEXIST;
         return -1;
     }
+    /* Under an address-space limit, steps of at most 1/64 of it: doubling
+     * would take address space the program's own mappings need later
+     * (python3's arenas under `ulimit -v`). */
+    size_t limit = os_limit_bytes();
+    if (limit != SIZE_MAX && end > m + ((limit / 64) >> SK_PAGE_SHIFT))
+        end = m + ((limit / 64) >> SK_PAGE_SHIFT);
     if (end < least)
         end = least;
     if (end > SLICE_PAGES)

@@ -2,7 +2,8 @@
  * cache.c — creating and destroying slab caches, sizing them (order,
  * array capacity, partial limits), and the sk_cache_* API.
  *
- * Lock order: cache_lock (the list of caches) -> the locks of slab.c.
+ * Lock order: cache_lock (the list of caches) -> the locks of slab.c
+ * and slab_classic.c.
  * Invariants: a cache is fully initialised before it joins the list; the
  * list only grows except by sk_cache_destroy of an empty cache.  A cache's
  * metadata (the struct with its inline per-CPU arrays, the slab_cpu array)
@@ -15,7 +16,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "slab/slab.h"
+#include "slab/slub_cpu.h"
 
 static lock_t cache_lock = LOCK_INIT;
 static struct slab_cache *cache_list, *cache_tail;
@@ -178,7 +179,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
     }
     c->size = (uint32_t)stride;
-    c->reserved = (uint32_t)SK_ALIGN_UP((size_t)sk_opt.slab_reserved, align);
+    c->reserved = 0;              /* SLUB: nothing but objects in a slab */
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
     c->shift = (uint8_t)__builtin_ctz((unsigned)stride);
@@ -189,6 +190,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->random = (uintptr_t)os_random64();
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
+    if (c->slots)
+        c->array_cap = c->batch = 0;   /* sheaves=0: the arrays stay empty */
     if (c->batch > SLAB_BATCH_MAX)
         c->batch = SLAB_BATCH_MAX;
     if (sk_opt.cpu_partial < 0)
@@ -210,7 +213,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
      * memory it may keep from the slabs), none where not one batch fits. */
     unsigned barn = 0;
-    if (sk_opt.barn) {
+    if (sk_opt.barn && !c->slots) {
         unsigned most = SLAB_BARN_MAX / c->batch * c->batch;
         barn = SLAB_BARN_BYTES / c->size / c->batch * c->batch;
         if (barn > most)
@@ -223,6 +226,10 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->node[n].barn.cap = n == 0 ? barn : 0;
         c->node[n].barn.wanted_by = -1;
     }
+    /* allocator=slab: SLAB sizes the cache its own way (and runs its slow
+     * paths, slab_classic.c). */
+    if (sk_opt.allocator == SK_ALLOC_SLAB)
+        slab_classic_setup(c);
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -252,9 +259,13 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cache_free_list = c->next;
     lock_release(&cache_lock);
     struct slab_cpu *cpu;
+    struct slub_slot *slots;
     void **barn[MAX_NUMNODES];
     if (c) {
         cpu = c->cpu;
+        slots = c->slots;
+        if (slots)
+            memset(slots, 0, slub_cpu_bytes());
         for (int n = 0; n < MAX_NUMNODES; n++)
             barn[n] = c->node[n].barn.objs;
         memset(c, 0, sizeof *c + cpu_arrays_bytes());
@@ -266,6 +277,11 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cpu = c ? meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
         if (!cpu)
             return NULL;
+        /* sheaves=0 (SLUB only: SLAB's array caches are its design): the
+         * per-CPU freelist slots of slub_cpu.c. */
+        slots = NULL;
+        if (!sk_opt.sheaves && sk_opt.allocator != SK_ALLOC_SLAB && !(slots = meta_zalloc(slub_cpu_bytes())))
+            return NULL;
         /* Touched only as far as a barn fills: untouched pages cost no
          * RSS.  Only node 0's barn is used (one node here): the others get
          * no storage and capacity 0 (4 KiB each of address space per
@@ -275,6 +291,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
             return NULL;
     }
     c->cpu = cpu;
+    c->slots = slots;
     for (int n = 0; n < MAX_NUMNODES; n++)
         c->node[n].barn.objs = barn[n];
     cache_setup(c, name, size, align, flags, ctor, kmalloc);

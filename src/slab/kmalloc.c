@@ -54,6 +54,12 @@ cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] = { [0 ... KMALLOC_NR_CLASSES - 
 uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] = {
     [0 ... KMALLOC_SMALL_MAX / 8] = KMALLOC_NR_CLASSES - 1
 };
+/* Above KMALLOC_SMALL_MAX every class is a multiple of 256 (SLUB's four
+ * per doubling, SLAB's powers of two): (size - 1) >> 8 picks the class in
+ * one load, as the small table does, instead of a search. */
+uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] = {
+    [0 ... (KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT) - 1] = KMALLOC_NR_CLASSES - 1
+};
 cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
     [0 ... KMALLOC_SMALL_MAX / 16] = cpu_empty_arrays
 };
@@ -61,18 +67,6 @@ uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 struct kmalloc_large_stats kmalloc_large_stats;
 size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
-
-size_t kmalloc_good_size(size_t size)
-{
-    if (size <= KMALLOC_MAX_CACHE_SIZE) {
-        unsigned i = 1;   /* the malloc family's smallest class is 16 */
-        while (class_sizes[i] < size)
-            i++;
-        return class_sizes[i];
-    }
-    size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
-    return r < size ? size : r;
-}
 
 static void large_count(long blocks, long pages, bool direct)
 {
@@ -82,39 +76,59 @@ static void large_count(long blocks, long pages, bool direct)
         __atomic_add_fetch(&kmalloc_large_stats.direct_pages, pages, __ATOMIC_RELAXED);
 }
 
+/* What the fast-path tables point at: the cache's arrays, or with
+ * sheaves=0 the always-empty set, so malloc goes straight to the slow path,
+ * which runs the cache's own freelist fast path (slub_cpu.c). */
+static cpu_arrays_t table_arrays(struct slab_cache *c)
+{
+    return c->slots ? cpu_empty_arrays : slab_arrays(c);
+}
+
 int kmalloc_init(void)
 {
-    kmalloc_nr_classes = SK_ARRAY_SIZE(class_sizes);
+    /* allocator=slab has SLAB's classes (powers of two, 96, 192) and the
+     * kernel's alignment for them (slab_classic.c). */
+    bool slab = sk_opt.allocator == SK_ALLOC_SLAB;
+    const uint32_t *sizes = slab ? slab_classic_kmalloc_sizes : class_sizes;
+    kmalloc_nr_classes = slab ? slab_classic_kmalloc_nr : SK_ARRAY_SIZE(class_sizes);
     for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
         if (kmalloc_caches[i])
             continue;     /* built by an earlier attempt */
         char name[SLAB_NAME_LEN];
-        uint32_t size = class_sizes[i];
+        uint32_t size = sizes[i];
         /* Natural alignment: the largest power of two dividing the size,
          * up to a page, so aligned_alloc can use ordinary classes. */
         size_t align = (size_t)1 << __builtin_ctz(size);
         if (align > SK_PAGE_SIZE)
             align = SK_PAGE_SIZE;
+        if (slab)
+            align = slab_classic_kmalloc_align(size);
         snprintf(name, sizeof name, "kmalloc-%u", size);
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
         if (!c)
             return -1;
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);
-        __atomic_store_n(&kmalloc_arrays[i], slab_arrays(c), __ATOMIC_RELEASE);
+        __atomic_store_n(&kmalloc_arrays[i], table_arrays(c), __ATOMIC_RELEASE);
     }
     unsigned cls = 0;
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 8; i++) {
         size_t size = (size_t)i * 8;
-        while (class_sizes[cls] < size)
+        while (sizes[cls] < size)
             cls++;
         __atomic_store_n(&kmalloc_small_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
+    }
+    for (unsigned i = KMALLOC_SMALL_MAX >> KMALLOC_MID_SHIFT; i < (KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT); i++) {
+        size_t size = ((size_t)i + 1) << KMALLOC_MID_SHIFT;   /* the bucket's largest size */
+        while (sizes[cls] < size)
+            cls++;
+        __atomic_store_n(&kmalloc_mid_index[i], (uint8_t)cls, __ATOMIC_RELAXED);
     }
     /* Size 0 gets the smallest malloc-aligned class, like glibc. */
     __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
     for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
         size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i], slab_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
+        __atomic_store_n(&kmalloc_arrays16[i], table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
                          __ATOMIC_RELEASE);
     }
     return 0;
@@ -254,6 +268,13 @@ void *sk_malloc(size_t size)
             ((uintptr_t *)obj)[size - 1 >= 8] = 0;
             return obj;
         }
+    } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
+        void *obj;
+        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
+            ((uintptr_t *)obj)[1] = 0;
+            return obj;
+        }
     }
     return kmalloc_slow(size);
 }
@@ -274,6 +295,17 @@ void sk_free(void *p)
 static inline size_t slab_usable(const struct slab_cache *c)
 {
     return c->offset ? c->object_size : c->size;
+}
+
+size_t kmalloc_good_size(size_t size)
+{
+    /* The class's usable size, from the caches themselves: allocator=slab
+     * has other classes, and strides wider than the class (kmalloc-96 of
+     * 128-byte objects). */
+    if (size <= KMALLOC_MAX_CACHE_SIZE)
+        return slab_init() == 0 ? slab_usable(kmalloc_caches[kmalloc_index(size)]) : size;
+    size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
+    return r < size ? size : r;
 }
 
 size_t sk_usable_size(const void *p)
@@ -389,7 +421,9 @@ struct slab_cache *kmalloc_aligned_cache(size_t align, size_t size)
     if (size <= KMALLOC_MAX_CACHE_SIZE && align <= SK_PAGE_SIZE) {
         for (unsigned i = kmalloc_index(size < align ? align : size); i < kmalloc_nr_classes; i++) {
             struct slab_cache *c = kmalloc_caches[i];
-            if (c->size % align == 0 && c->reserved % align == 0)
+            /* SLAB colours its slabs by cache lines: objects are aligned
+             * to the cache's alignment, not beyond. */
+            if (c->size % align == 0 && (c->mode == SLAB_MODE_SLUB || align <= c->align))
                 return c;
         }
     }

@@ -6,6 +6,9 @@
  * Refill order: the node's barn (a batch another CPU flushed), then this
  * CPU's slab, its partial list, the node partial list, a new slab.  Flush:
  * into the barn while another CPU is refilling, else back to the slabs.
+ * With sheaves=0 (c->slots set) there are no arrays to refill: the slow
+ * paths, shrink, the double-free search and statistics hand over to
+ * slub_cpu.c, which shares the slab-level steps below (slab_internal.h).
  *
  * Lock order:
  *   1. slab_cpu->lock     (per cache per CPU; an sk_mutex: its holder may
@@ -37,83 +40,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "slab/slab.h"
+#include "slab/slub_cpu.h"
 
 uintptr_t slab_free_key;     /* set by slab_init before the first slab */
-
-/* ---- free pointers ---- */
-
-static inline void *get_fp(const struct slab_cache *c, void *obj)
-{
-    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
-    return (void *)(*slot ^ c->random ^ (uintptr_t)slot);
-}
-
-static inline void set_fp(const struct slab_cache *c, void *obj, void *next)
-{
-    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
-    *slot = (uintptr_t)next ^ c->random ^ (uintptr_t)slot;
-}
-
-/* A decoded free pointer must be NULL or an object of the same slab. */
-static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_page *pg, void *obj)
-{
-    void *next = get_fp(c, obj);
-    if (next && ((uintptr_t)next - (uintptr_t)pg->slab.s_mem >= (uintptr_t)c->objects * c->size ||
-                 slab_obj_exact(c, pg, next) >= c->objects))
-        os_fatal("freelist corrupted in %s: object %p links to %p (use after free?)", c->name, obj, next);
-    return next;
-}
-
-/* This CPU's index into c->cpu[]: cpu_current(), except for a thread with
- * no rseq of its own in an rseq process, which cpu_current() gives the
- * dummy array slot (cpu_nr_ids), one past c->cpu[]: it borrows the slow-
- * path state of the CPU it runs on (all of it is under its lock or
- * atomic, so any valid index is safe). */
-static inline int slab_cpu_id(void)
-{
-    int id = cpu_current();
-    return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
-}
-
-/* ---- statistics ---- */
-
-static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
-{
-    __atomic_fetch_add(&c->cpu[slab_cpu_id()].stat[item], v, __ATOMIC_RELAXED);
-}
-#define stat(c, item) stat_add(c, item, 1)
-/* The books the fast-path counters are derived from. */
-#define book(c, field, v) \
-    __atomic_fetch_add(&(c)->cpu[slab_cpu_id()].field, (unsigned long)(v), __ATOMIC_RELAXED)
-
-/* ---- the (freelist, counters) pair ---- */
-
-static inline void *slab_freelist(struct sk_page *pg)
-{
-    return __atomic_load_n(&pg->slab.freelist, __ATOMIC_ACQUIRE);
-}
-
-static inline uint64_t slab_counters(struct sk_page *pg)
-{
-    return __atomic_load_n(&pg->slab.counters, __ATOMIC_ACQUIRE);
-}
-
-static inline bool slab_cmpxchg(struct slab_cache *c, struct sk_page *pg, void *old_fl, uint64_t old_c,
-                                void *new_fl, uint64_t new_c)
-{
-    unsigned __int128 o = ((unsigned __int128)old_c << 64) | (uintptr_t)old_fl;
-    unsigned __int128 n = ((unsigned __int128)new_c << 64) | (uintptr_t)new_fl;
-    if (likely(__sync_bool_compare_and_swap((unsigned __int128 *)&pg->slab.freelist, o, n)))
-        return true;
-    stat(c, SK_CMPXCHG_FAIL);
-    return false;
-}
-
-static inline struct sk_page *slab_head(struct sk_page *pg)
-{
-    return pg->slab.head;
-}
 
 /* ---- node partial lists (list_lock held) ---- */
 
@@ -144,7 +73,7 @@ static void remove_partial(struct slab_node *n, struct sk_page *pg)
 
 /* ---- slabs ---- */
 
-static struct sk_page *new_slab(struct slab_cache *c, void **freelist)
+struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
 {
     struct sk_page *pg = page_alloc(c->order);
     if (!pg)
@@ -217,7 +146,7 @@ static int discard_slabs(struct slab_cache *c, struct sk_page *list)
 /* Take the whole freelist of a frozen slab (remote frees since we last
  * looked).  An empty frozen slab is unfrozen instead: it is full and goes
  * on no list, and the next free into it will freeze it again. */
-static void *take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired)
+void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired)
 {
     for (;;) {
         void *fl = slab_freelist(pg);
@@ -255,7 +184,7 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
 
 /* Get a slab from the node partial list, and (cpu partial on) stock this
  * CPU's partial list with a few more under the same lock acquisition. */
-static struct sk_page *get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl)
+struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl)
 {
     struct slab_node *n = &c->node[0];
     if (!__atomic_load_n(&n->partial, __ATOMIC_RELAXED))
@@ -342,7 +271,7 @@ static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
  * Give a chain head..tail of cnt objects back to slab pg (SLUB's
  * __slab_free): lock-free unless the slab's list membership changes.
  */
-static int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
+int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
 {
     struct slab_node *n = &c->node[pg->node];
     bool locked = false, was_frozen;
@@ -473,6 +402,10 @@ static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned wa
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_alloc_slow(c);
+    if (c->slots)
+        return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
     stat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     /* The fast path may have failed only for want of a fallback slot. */
@@ -503,7 +436,7 @@ void *slab_alloc_slow(struct slab_cache *c)
         }
         if (sc->slab) {
             bool retired;
-            sc->freelist = take_freelist(c, sc->slab, &retired);
+            sc->freelist = slab_take_freelist(c, sc->slab, &retired);
             if (retired)
                 sc->slab = NULL;
             continue;
@@ -516,9 +449,9 @@ void *slab_alloc_slow(struct slab_cache *c)
             continue;
         }
         void *fl = NULL;
-        struct sk_page *pg = get_node_partial(c, sc, &fl);
+        struct sk_page *pg = slab_get_node_partial(c, sc, &fl);
         if (!pg)
-            pg = new_slab(c, &fl);
+            pg = slab_new_slab(c, &fl);
         if (!pg)
             break;
         sc->slab = pg;
@@ -555,6 +488,14 @@ refilled:;
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
+    if (c->mode == SLAB_MODE_CLASSIC) {
+        slab_classic_free_slow(c, obj);
+        return;
+    }
+    if (c->slots) {
+        slub_cpu_free(c, obj);      /* sheaves=0 */
+        return;
+    }
     stat(c, SK_FREE_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     int r = cpu_push_locked(slab_arrays(c), obj);
@@ -617,6 +558,11 @@ static bool array_has(cpu_arrays_t tab, int slot, const void *obj)
  * moving between them concurrently can be missed (never falsely found). */
 static const char *find_free(struct slab_cache *c, void *obj)
 {
+    if (c->slots) {
+        const char *where = slub_cpu_find_free(c, obj);
+        if (where)
+            return where;
+    }
     for (int slot = 0; slot < cpu_nr_slots(); slot++)
         if (array_has(slab_arrays(c), slot, obj))
             return "a per-CPU array";
@@ -631,6 +577,8 @@ static const char *find_free(struct slab_cache *c, void *obj)
         if (found)
             return "the barn";
     }
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_slab_has_free(c, obj) ? "its slab's index freelist" : NULL;
     for (int cpu = 0; cpu < cpu_nr_ids && !found; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
@@ -667,21 +615,17 @@ SK_NOINLINE void slab_free_marked(struct slab_cache *c, void *obj, const char *c
 
 /* ---- shrink ---- */
 
-/* Give a CPU slab and its private freelist back (slab_cpu lock held).
- * Returns 1 when the slab was empty and went back to the page allocator. */
-static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
+/* Unfreeze CPU slab pg, giving back the chain `head` of its objects that
+ * its CPU held privately.  Returns 1 when the slab was empty and went back
+ * to the page allocator. */
+int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
 {
-    struct sk_page *pg = sc->slab;
-    if (!pg)
-        return 0;
-    void *head = sc->freelist, *tail = NULL;
+    void *tail = NULL;
     unsigned cnt = 0;
     for (void *o = head; o; o = get_fp_checked(c, pg, o)) {
         tail = o;
         cnt++;
     }
-    sc->slab = NULL;
-    sc->freelist = NULL;
     struct slab_node *n = &c->node[pg->node];
     lock_acquire(&n->list_lock);
     union slab_counters old, new;
@@ -707,13 +651,27 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
     return discard;
 }
 
+/* Give a CPU slab and its private freelist back (slab_cpu lock held). */
+static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
+{
+    struct sk_page *pg = sc->slab;
+    if (!pg)
+        return 0;
+    void *head = sc->freelist;
+    sc->slab = NULL;
+    sc->freelist = NULL;
+    return slab_deactivate(c, pg, head);
+}
+
 /* Objects drained from arrays are freed to their slabs; slabs this frees
  * are counted by free_slab, not by the return value (other threads free
  * too): shrink reports the slabs it gave back itself. */
 int slab_shrink(struct slab_cache *c)
 {
+    if (c->mode == SLAB_MODE_CLASSIC)
+        return slab_classic_shrink(c);
     void *buf[SLAB_BATCH_MAX];
-    int freed = 0;
+    int freed = c->slots ? slub_cpu_shrink(c) : 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
         unsigned n;
         while ((n = cpu_drain_remote(slab_arrays(c), cpu, buf, SLAB_BATCH_MAX))) {
@@ -813,6 +771,8 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         struct slab_node *n = &c->node[nid];
+        if (c->mode == SLAB_MODE_CLASSIC)
+            slab_classic_node_info(c, n, info, &free_objs, &empty_slabs);
         lock_acquire(&n->list_lock);
         for (struct sk_page *pg = n->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };
@@ -837,4 +797,6 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     info->stat[SK_ALLOC_FASTPATH] = pops - slow_pops;
     info->stat[SK_FREE_FASTPATH] = pushes - slow_pushes;
     info->active_slabs = info->num_slabs - empty_slabs;
+    if (c->slots)
+        slub_cpu_info(c, info);
 }

@@ -10,6 +10,8 @@
  *   slab state        in the head page descriptor (struct sk_page, src/page):
  *                     freelist + counters {inuse, objects, frozen}, changed
  *                     together by one cmpxchg16b
+ * allocator=slab runs the kernel's SLAB on the same arrays and barn: its
+ * slow paths, node lists and slab layouts are slab_classic.c's.
  */
 #ifndef SK_SLAB_H
 #define SK_SLAB_H
@@ -20,6 +22,9 @@
 #include "cpu/cpu.h"
 #include "lock/lock.h"
 #include "page/page.h"
+#include "slab/slab_classic.h"
+
+struct slub_slot;                 /* sheaves=0 (slub_cpu.h) */
 
 #define SLAB_NAME_LEN 32
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
@@ -78,6 +83,7 @@ struct slab_node {
     unsigned long nr_slabs;       /* atomic */
     unsigned long total_objects;  /* atomic */
     struct slab_barn barn;
+    struct slab_classic_node classic;  /* allocator=slab: its node lists */
 };
 
 struct slab_cache {
@@ -89,7 +95,9 @@ struct slab_cache {
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
-    uint32_t reserved;            /* slab_reserved header bytes */
+    uint32_t reserved;            /* management bytes at a slab's head: 0
+                                   * under SLUB; SLAB's on-slab struct slab
+                                   * and index array */
     uint32_t kofs;                /* free marker's offset in an object (see
                                    * slab_free): 8; after the free pointer
                                    * with a constructor; 0 below 16 bytes */
@@ -102,7 +110,12 @@ struct slab_cache {
     uint32_t cpu_partial_slabs;   /* the same, in slabs */
     uint32_t min_partial;         /* empty slabs kept on a node list */
     unsigned flags;
+    uint8_t mode;                 /* enum slab_mode: whose slow paths */
+    struct slab_classic_cache classic;  /* allocator=slab sizing */
     void (*ctor)(void *);
+    /* sheaves=0: per-CPU freelists, [cpu_nr_ids + 1] (slub_cpu.c); NULL
+     * with sheaves, the per-CPU arrays and the barn. */
+    struct slub_slot *slots;
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
     struct slab_node node[MAX_NUMNODES];
     struct slab_cache *next;      /* all caches, creation order */
@@ -294,6 +307,10 @@ extern cpu_arrays_t kmalloc_arrays[KMALLOC_NR_CLASSES] SK_INTERNAL;
  * (size + 15) / 16, size <= KMALLOC_SMALL_MAX: one load from size to array. */
 extern cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] SK_INTERNAL;
 extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
+/* Sizes KMALLOC_SMALL_MAX+1 .. KMALLOC_MAX_CACHE_SIZE: the class of size is
+ * kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT]. */
+#define KMALLOC_MID_SHIFT 8
+extern uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] SK_INTERNAL;
 extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
 extern unsigned kmalloc_nr_classes SK_INTERNAL;
 
@@ -304,10 +321,7 @@ static inline unsigned kmalloc_index(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX))
         return kmalloc_small_index[(size + 7) >> 3];
-    unsigned i = kmalloc_small_index[KMALLOC_SMALL_MAX >> 3];
-    while (kmalloc_class_size[i] < size)
-        i++;
-    return i;
+    return kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT];
 }
 /* Large blocks handed out now (malloc's > 32 KiB): count, pages, and the
  * pages of those that are direct mappings (relaxed atomics). */
@@ -320,7 +334,8 @@ extern struct kmalloc_large_stats kmalloc_large_stats SK_INTERNAL;
  * holds. */
 #define KMALLOC_DIRECT_DEFAULT (((size_t)SK_PAGE_SIZE << SK_MAX_ORDER) + 1)
 extern size_t kmalloc_direct_min SK_INTERNAL;
-/* The usable size malloc(size) would get (malloc_good_size); no init needed. */
+/* The usable size malloc(size) would get (malloc_good_size; size >= 16);
+ * initialises slabkit if need be. */
 size_t kmalloc_good_size(size_t size);
 /* The class of aligned_alloc(align, size) for align > 16, or NULL for a
  * large block (after init). */

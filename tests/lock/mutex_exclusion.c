@@ -2,8 +2,13 @@
  * mutex_exclusion — sk_mutex excludes: 64 and 512 threads confined to two
  * CPUs update a plain counter and a plain doubly linked ring under one
  * mutex (and, every eighth time, a second counter under a nested mutex),
- * with spinning on and off.  A race shows up as a lost increment, a broken
- * ring, or two threads inside at once.
+ * in each spinning mode: on (the cancellable queue), mcs (the queue a
+ * spinner cannot leave, unlock under the wait lock: mutex_mcs.c) and off.
+ * On two CPUs at most one thread spins per mutex, so the spin queues are
+ * also run with 8 spinners allowed: queues of several spinners, preempted
+ * ones among them (the mcs queue waits them out, the default leaves).
+ * A race shows up as a lost increment, a broken ring, or two threads
+ * inside at once; a lost wake-up or a broken queue as a hang.
  *
  * TSAN: yes — the ThreadSanitizer build of this file checks that lock and
  * unlock order the plain accesses (no atomics protect the shared data).
@@ -97,8 +102,14 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void run(int nthreads, int n_iters, int spin)
+static const char *mode_name(long spin)
 {
+    return spin == MUTEX_SPIN_MCS ? "mcs" : spin ? "1" : "0";
+}
+
+static void run(int nthreads, int n_iters, long spin)
+{
+    const char *mode = mode_name(spin);
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -117,11 +128,14 @@ static void run(int nthreads, int n_iters, int spin)
         diag("only %d of %d threads could be created", made, nthreads);
     pthread_attr_destroy(&attr);
     free(t);
-    is(counter, (long)made * n_iters, "%d threads, mutex_spin=%d: counter exact", nthreads, spin);
-    ok(violations == 0 && ring_ok(), "%d threads, mutex_spin=%d: ring intact, one thread inside at a time",
-       nthreads, spin);
-    is(nested_counter, (long)made * ((n_iters + 7) / 8), "%d threads, mutex_spin=%d: nested counter exact",
-       nthreads, spin);
+    is(counter, (long)made * n_iters, "%d threads, mutex_spin=%s: counter exact", nthreads, mode);
+    ok(violations == 0 && ring_ok(), "%d threads, mutex_spin=%s: ring intact, one thread inside at a time",
+       nthreads, mode);
+    is(nested_counter, (long)made * ((n_iters + 7) / 8), "%d threads, mutex_spin=%s: nested counter exact",
+       nthreads, mode);
+    ok(outer.state == 0 && inner.state == 0 && outer.wait == 0 && inner.wait == 0 && outer.osq == NULL,
+       "%d threads, mutex_spin=%s: both mutexes free, no sleeper registered, spin queue empty", nthreads,
+       mode);
 }
 
 int main(void)
@@ -133,11 +147,18 @@ int main(void)
 #else
     const int scale = 1;
 #endif
-    plan(12);
-    for (int spin = 1; spin >= 0; spin--) {
-        run(64, 40000 / scale, spin);
-        run(512, 4000 / scale, spin);
+    static const long modes[] = { MUTEX_SPIN_ON, MUTEX_SPIN_MCS, MUTEX_SPIN_OFF };
+    plan(32);
+    for (int i = 0; i < 3; i++) {
+        run(64, 40000 / scale, modes[i]);
+        run(512, 4000 / scale, modes[i]);
     }
+    lock_mutex_spin_limit(8);
+    for (int i = 0; i < 2; i++) {
+        diag("8 spinners allowed per mutex, mutex_spin=%s", mode_name(modes[i]));
+        run(16, 20000 / scale, modes[i]);
+    }
+    lock_mutex_spin_limit(0);
     unsigned long st[MUTEX_STAT_NR];
     lock_mutex_stats(st);
     for (int i = 0; i < MUTEX_STAT_NR; i++)

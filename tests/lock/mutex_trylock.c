@@ -3,7 +3,8 @@
  * a held one (not even its own: sk_mutex is not recursive); the static
  * initializer and zero-filled memory give unlocked mutexes; sk_mutex_init
  * resets a mutex a forked child inherited locked; and under contention a
- * mix of trylock and lock still admits one thread at a time.
+ * mix of trylock and lock still admits one thread at a time, in each
+ * spinning mode (on, mcs, off).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -74,7 +75,7 @@ static void *contender(void *arg)
 
 int main(void)
 {
-    plan(15);
+    plan(16);
 
     /* Static initializer. */
     is(sk_mutex_trylock(&m), 1, "trylock takes a statically initialised mutex");
@@ -134,18 +135,21 @@ int main(void)
     sk_mutex_unlock(&m);
 
     /* trylock and lock mixed under contention. */
-    for (int spin = 1; spin >= 0; spin--) {
+    static const long modes[] = { MUTEX_SPIN_ON, MUTEX_SPIN_MCS, MUTEX_SPIN_OFF };
+    static const char *const mode_names[] = { "1", "mcs", "0" };
+    for (int i = 0; i < 3; i++) {
+        const char *mode = mode_names[i];
         os_options_init();
-        sk_opt.mutex_spin = spin;
+        sk_opt.mutex_spin = modes[i];
         entries = tries_won = expected = bad = 0;
         pthread_t ts[CT_THREADS];
         for (int i = 0; i < CT_THREADS; i++)
             pthread_create(&ts[i], NULL, contender, (void *)(uintptr_t)(i + 1));
         for (int i = 0; i < CT_THREADS; i++)
             pthread_join(ts[i], NULL);
-        ok(bad == 0 && entries == expected, "mutex_spin=%d: trylock/lock mix, one thread inside at a time, "
-           "every entry counted (%ld of %ld)", spin, entries, expected);
-        diag("mutex_spin=%d: %ld entries, %ld by trylock", spin, entries, tries_won);
+        ok(bad == 0 && entries == expected && cm.wait == 0, "mutex_spin=%s: trylock/lock mix, one thread "
+           "inside at a time, every entry counted (%ld of %ld)", mode, entries, expected);
+        diag("mutex_spin=%s: %ld entries, %ld by trylock", mode, entries, tries_won);
     }
     is(sk_mutex_trylock(&cm), 1, "after the contention the mutex is free");
     sk_mutex_unlock(&cm);

@@ -68,8 +68,8 @@ static void *watchdog(void *arg)
                    stuck >= 0 ? "a thread waited 5 s for a mutex" : "no progress for 5 s",
                    phase, stuck, p);
             for (int i = 0; i < 3; i++)
-                printf("# mutex %d: state %u handoff %u spinners %u osq %p\n", i, mx[i].state,
-                       mx[i].handoff, mx[i].spinners, mx[i].osq);
+                printf("# mutex %d: state %u handoff %u spinners %u wait %u osq %p\n", i, mx[i].state,
+                       mx[i].handoff, mx[i].spinners, mx[i].wait, mx[i].osq);
             fflush(stdout);
             _exit(1);
         }
@@ -258,30 +258,39 @@ int main(void)
     for (int i = 0; i < 3; i++)
         sk_mutex_init(&mx[i]);
     os_options_init();
-    plan(9);
+    plan(13);
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog, NULL);
     unsigned long st0[MUTEX_STAT_NR], st1[MUTEX_STAT_NR];
 
-    for (int spin = 1; spin >= 0; spin--) {
-        sk_opt.mutex_spin = spin;     /* phases are separated by joins */
+    static const long modes[] = { MUTEX_SPIN_ON, MUTEX_SPIN_MCS, MUTEX_SPIN_OFF };
+    static const char *const mode_names[] = { "1", "mcs", "0" };
+    static char phase_buf[3][3][32];
+    for (int i = 0; i < 3; i++) {
+        const char *mode = mode_names[i];
+        sk_opt.mutex_spin = modes[i]; /* phases are separated by joins */
 
-        phase = spin ? "waves, spin" : "waves, no spin";
+        snprintf(phase_buf[i][0], sizeof phase_buf[i][0], "waves, mutex_spin=%s", mode);
+        phase = phase_buf[i][0];
         waves(150);
-        is(wave_done, 150 * WAVE_THREADS, "mutex_spin=%d: 150 waves of %d blocked threads all got through",
-           spin, WAVE_THREADS);
+        is(wave_done, 150 * WAVE_THREADS, "mutex_spin=%s: 150 waves of %d blocked threads all got through",
+           mode, WAVE_THREADS);
 
-        phase = spin ? "churn, spin" : "churn, no spin";
-        long created = churn(3.0, 12345u + (unsigned)spin);
+        snprintf(phase_buf[i][1], sizeof phase_buf[i][1], "churn, mutex_spin=%s", mode);
+        phase = phase_buf[i][1];
+        long created = churn(3.0, 12345u + (unsigned)i);
         int sums_ok = 1;
         for (int k = 0; k < 3; k++)
             sums_ok &= shared_sum[k] == sections[k];
-        ok(sums_ok, "mutex_spin=%d: churn of %ld threads, random delays: every section counted once",
-           spin, created);
-        ok(mx[0].state == 0 && mx[1].state == 0 && mx[2].state == 0,
-           "mutex_spin=%d: all mutexes free afterwards", spin);
+        ok(sums_ok, "mutex_spin=%s: churn of %ld threads, random delays: every section counted once",
+           mode, created);
+        int all_free = 1;
+        for (int k = 0; k < 3; k++)
+            all_free &= mx[k].state == 0 && mx[k].wait == 0 && mx[k].osq == NULL;
+        ok(all_free, "mutex_spin=%s: all mutexes free afterwards, no sleeper registered", mode);
 
-        phase = spin ? "handoff, spin" : "handoff, no spin";
+        snprintf(phase_buf[i][2], sizeof phase_buf[i][2], "handoff, mutex_spin=%s", mode);
+        phase = phase_buf[i][2];
         lock_mutex_stats(st0);
         int worst = -1;
         for (int v = 0; v < 5; v++) {
@@ -290,9 +299,9 @@ int main(void)
                 worst = r < 0 ? 1000 : r;
         }
         lock_mutex_stats(st1);
-        ok(worst <= 20, "mutex_spin=%d: victims of a 2 ms barging holder get the mutex within "
-           "%d of its rounds (bound 20)", spin, worst);
-        diag("mutex_spin=%d: %lu hand-offs in this phase", spin,
+        ok(worst <= 20, "mutex_spin=%s: victims of a 2 ms barging holder get the mutex within "
+           "%d of its rounds (bound 20)", mode, worst);
+        diag("mutex_spin=%s: %lu hand-offs in this phase", mode,
              st1[MUTEX_HANDOFF_DONE] - st0[MUTEX_HANDOFF_DONE]);
     }
     __atomic_store_n(&watchdog_stop, 1, __ATOMIC_RELEASE);

@@ -24,11 +24,15 @@
  *    aborts naming free_sized; with sized_check=1 (a re-executed copy), a
  *    wrong size aborts with "wrong size: free_sized(P, N) of an object of
  *    kmalloc-112", while right sizes pass.
+ * Classes are found (cache_for), not assumed, so that --sized-only (good
+ * size, sized frees, bad input) also runs under allocator=slab and
+ * sheaves=0 (tests/variants/slab_classic.t, sheaves_off.t).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +50,33 @@
 /* Through volatiles: the compiler may drop a malloc/free pair it sees. */
 static void (*volatile free_sized_fn)(void *, size_t) = free_sized;
 static void *(*volatile malloc_fn)(size_t) = malloc;
+
+/* The kmalloc cache malloc(n) uses: the smallest kmalloc class of at
+ * least n bytes (SLUB's classes, or SLAB's with allocator=slab). */
+struct class_query { size_t n; size_t best; char name[32]; size_t usable; };
+static void class_one(const struct sk_cache_info *i, void *arg)
+{
+    struct class_query *q = arg;
+    if (strncmp(i->name, "kmalloc-", 8) || i->object_size < q->n || i->object_size < 16)
+        return;
+    if (!q->best || i->object_size < q->best) {
+        q->best = i->object_size;
+        snprintf(q->name, sizeof q->name, "%s", i->name);
+        q->usable = i->size;
+    }
+}
+static const char *cache_for(size_t n, size_t *usable)
+{
+    static char names[8][32];
+    static int next;
+    struct class_query q = { n, 0, "", 0 };
+    sk_cache_foreach(class_one, &q);
+    if (usable)
+        *usable = q.usable;
+    char *out = names[next++ % 8];
+    snprintf(out, 32, "%s", q.name);
+    return out;
+}
 
 static unsigned long active_of(const char *name)
 {
@@ -69,8 +100,11 @@ static void test_good_size(void)
     }
     ok(!bad, "malloc_good_size(n) == malloc_usable_size(malloc(n)) >= n, n = 0..48 KiB (%d bad, first %zu)",
        bad, first_bad);
-    is(malloc_good_size(0), 16, "malloc_good_size(0) is the smallest class, 16");
-    is(malloc_good_size(100), 112, "malloc_good_size(100) is kmalloc-112's 112");
+    size_t u16, u100;
+    cache_for(16, &u16);
+    const char *c100 = cache_for(100, &u100);
+    is(malloc_good_size(0), u16, "malloc_good_size(0) is the smallest class's usable size");
+    is(malloc_good_size(100), u100, "malloc_good_size(100) is %s's usable size", c100);
     is(malloc_good_size(5 * MiB + 1), 5 * MiB + 4096, "a large request is rounded to pages");
 }
 
@@ -251,42 +285,45 @@ static void test_sized(void)
 {
     enum { N = 1000 };
     static void *p[N];
-    unsigned long a112 = active_of("kmalloc-112"), a64 = active_of("kmalloc-64"),
-                  a128 = active_of("kmalloc-128"), a2k = active_of("kmalloc-2048");
+    /* The classes (SLUB: kmalloc-112, -64, -128, -2048; SLAB: -128, -64,
+     * -128, -2048), found, not assumed. */
+    const char *k100 = cache_for(100, NULL), *k60 = cache_for(60, NULL), *k128 = cache_for(128, NULL),
+               *k2k = cache_for(2000, NULL);
+    unsigned long a100 = active_of(k100), a60 = active_of(k60), a128 = active_of(k128), a2k = active_of(k2k);
     for (int i = 0; i < N; i++)
         p[i] = malloc(100);
-    is(active_of("kmalloc-112") - a112, N, "1000 x malloc(100) are kmalloc-112 objects");
+    is(active_of(k100) - a100, N, "1000 x malloc(100) are %s objects", k100);
     for (int i = 0; i < N; i++)
         free_sized(p[i], 100);
-    is(active_of("kmalloc-112"), a112, "free_sized(p, 100) gives all of them back");
+    is(active_of(k100), a100, "free_sized(p, 100) gives all of them back");
 
     for (int i = 0; i < N; i++)
         p[i] = realloc(malloc(100), 60);
-    ok(active_of("kmalloc-112") == a112 && active_of("kmalloc-64") - a64 == N,
-       "realloc(malloc(100), 60) moves to kmalloc-64, the class 60 names");
+    ok(active_of(k100) == a100 && active_of(k60) - a60 == N,
+       "realloc(malloc(100), 60) moves to %s, the class 60 names", k60);
     for (int i = 0; i < N; i++)
         free_sized(p[i], 60);
-    is(active_of("kmalloc-64"), a64, "free_sized(p, 60) after it gives them back");
+    is(active_of(k60), a60, "free_sized(p, 60) after it gives them back");
 
     for (int i = 0; i < N; i++)
         p[i] = realloc(malloc(100), 110);
-    is(active_of("kmalloc-112") - a112, N, "realloc within a class stays in place");
+    is(active_of(k100) - a100, N, "realloc within a class stays in place");
     for (int i = 0; i < N; i++)
         free_sized(p[i], 110);
-    is(active_of("kmalloc-112"), a112, "free_sized of the new size gives them back");
+    is(active_of(k100), a100, "free_sized of the new size gives them back");
 
     for (int i = 0; i < N; i++)
         p[i] = aligned_alloc(64, 100);
-    is(active_of("kmalloc-128") - a128, N, "aligned_alloc(64, 100) is kmalloc-128 (a multiple of 64)");
+    is(active_of(k128) - a128, N, "aligned_alloc(64, 100) is %s (a multiple of 64)", k128);
     for (int i = 0; i < N; i++)
         free_aligned_sized(p[i], 64, 100);
-    is(active_of("kmalloc-128"), a128, "free_aligned_sized(p, 64, 100) gives them back");
+    is(active_of(k128), a128, "free_aligned_sized(p, 64, 100) gives them back");
 
     for (int i = 0; i < 100; i++)
         p[i] = malloc(2000);
     for (int i = 0; i < 100; i++)
         free_sized(p[i], 2000);
-    is(active_of("kmalloc-2048"), a2k, "free_sized of 2000-byte objects (past the table) too");
+    is(active_of(k2k), a2k, "free_sized of 2000-byte objects (past the first table) too");
 
     struct mallinfo2 m0 = mallinfo2();
     void *big = malloc_fn(3 * MiB);
@@ -361,14 +398,16 @@ static void test_bad_input(int checked)
     char err[512], want[160];
     if (!checked) {
         int aborted = child_abort(double_free_sized, err, sizeof err);
-        ok(aborted && strstr(err, "slabkit: double free: free_sized(") && strstr(err, "in kmalloc-112\n"),
-           "a double free through free_sized aborts naming free_sized and kmalloc-112");
+        char in[48];
+        snprintf(in, sizeof in, "in %s\n", cache_for(100, NULL));
+        ok(aborted && strstr(err, "slabkit: double free: free_sized(") && strstr(err, in),
+           "a double free through free_sized aborts naming free_sized and %s", cache_for(100, NULL));
         if (!aborted)
             diag("stderr: %s", err);
         return;
     }
     int aborted = child_abort(wrong_size, err, sizeof err);
-    snprintf(want, sizeof want, ", 200) of an object of kmalloc-112\n");
+    snprintf(want, sizeof want, ", 200) of an object of %s\n", cache_for(100, NULL));
     char *nl = strchr(err, '\n');
     static const char head[] = "slabkit: wrong size: free_sized(0x";
     ok(aborted && !strncmp(err, head, sizeof head - 1) && strstr(err, want) && nl && !nl[1],
@@ -385,24 +424,31 @@ static void test_bad_input(int checked)
 int main(int argc, char **argv)
 {
     bail_out_after(120, "glibc_api hung");
-    if (argc > 1 && !strcmp(argv[1], "--checked")) {
+    if (argc > 3 && !strcmp(argv[1], "--checked")) {
         /* The re-executed copy: sized_check=1 from the environment. */
         tap_n = atoi(argv[2]);
         tap_failed = atoi(argv[3]);
         test_bad_input(1);
         return done_testing();
     }
+    /* --sized-only: what does not depend on the per-CPU layout, for the
+     * other allocators (allocator=slab, sheaves=0: tests/variants). */
+    bool sized_only = argc > 1 && !strcmp(argv[1], "--sized-only");
     test_good_size();
-    test_mallinfo2();
-    test_malloc_info();
-    test_mallopt();
+    if (!sized_only) {
+        test_mallinfo2();
+        test_malloc_info();
+        test_mallopt();
+    }
     test_sized();
     test_bad_input(0);
-    char n[16], failed[16];
+    char n[16], failed[16], opts[512];
     snprintf(n, sizeof n, "%d", tap_n);
     snprintf(failed, sizeof failed, "%d", tap_failed);
+    const char *old = getenv("SLABKIT_OPTIONS");
+    snprintf(opts, sizeof opts, "%s%ssized_check=1", old ? old : "", old && *old ? "," : "");
     fflush(stdout);
-    setenv("SLABKIT_OPTIONS", "sized_check=1", 1);
+    setenv("SLABKIT_OPTIONS", opts, 1);
     execl("/proc/self/exe", argv[0], "--checked", n, failed, (char *)NULL);
     BAIL("exec /proc/self/exe: %s", strerror(errno));
 }

@@ -3,7 +3,8 @@
  * input: an unknown key or a bad value (non-numeric, out of range, empty,
  * overflowing, '=' alone, stray commas, a string longer than the parser's
  * buffer) prints one warning line naming it, is counted, and leaves every
- * option as it was; nothing crashes.  The warnings are captured from
+ * option as it was; nothing crashes.  Values may be words where an option
+ * has them (mutex_spin=mcs); any other word is a bad value.  The warnings are captured from
  * stderr and checked line by line.
  */
 #define _GNU_SOURCE
@@ -102,8 +103,17 @@ int main(void)
     ok(sk_opt.pcp == 0 && sk_opt.decay_ms == 250 && sk_opt.cpu_partial == -1, "three good keys applied");
     ok(captured[0] == 0, "good input writes nothing to stderr");
     sk_opt = defaults;
-    is(parse_capture("slab_reserved=0x40"), 0, "hex value accepted");
-    is(sk_opt.slab_reserved, 64, "hex value 0x40 is 64");
+    is(parse_capture("decay_ms=0x40"), 0, "hex value accepted");
+    is(sk_opt.decay_ms, 64, "hex value 0x40 is 64");
+    sk_opt = defaults;
+    is(sk_opt.allocator, SK_ALLOC_SLUB, "allocator defaults to slub");
+    is(parse_capture("allocator=slab,slab_mgmt=onslab"), 0, "word values accepted");
+    ok(sk_opt.allocator == SK_ALLOC_SLAB && sk_opt.slab_mgmt == SK_SLAB_MGMT_ONSLAB,
+       "allocator=slab,slab_mgmt=onslab applied");
+    is(parse_capture("allocator=slub,slab_mgmt=page"), 0, "the other words accepted");
+    ok(sk_opt.allocator == SK_ALLOC_SLUB && sk_opt.slab_mgmt == SK_SLAB_MGMT_PAGE,
+       "allocator=slub,slab_mgmt=page applied");
+    sk_opt = defaults;
     is(parse_capture("verbose"), 0, "bare key accepted");
     is(sk_opt.verbose, 1, "bare key means key=1");
     sk_opt = defaults;
@@ -115,6 +125,15 @@ int main(void)
     sk_opt = defaults;
     is(parse_capture("decay_ms=0,decay_ms=3600000"), 0, "range ends accepted");
     is(sk_opt.decay_ms, 3600000, "the last of a repeated key wins");
+    sk_opt = defaults;
+    is(parse_capture("mutex_spin=mcs"), 0, "mutex_spin=mcs: a word value accepted, no warning");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_MCS, "mutex_spin=mcs selects the pre-2014 queue");
+    ok(captured[0] == 0, "mutex_spin=mcs writes nothing to stderr");
+    is(parse_capture("mutex_spin=1"), 0, "mutex_spin=1 after mcs: numbers still accepted");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_ON, "mutex_spin=1 is the default mode again");
+    is(parse_capture("pcp=0,mutex_spin=mcs,decay_ms=7"), 0, "a word value between numbers: no warning");
+    ok(sk_opt.pcp == 0 && sk_opt.mutex_spin == MUTEX_SPIN_MCS && sk_opt.decay_ms == 7,
+       "a word value between numbers: all three applied");
     sk_opt = defaults;
     is(parse_capture(",,,, , ,"), 0, "only commas and spaces: no warning");
     ok(!memcmp(&defaults, &sk_opt, sizeof defaults), "only commas and spaces: options unchanged");
@@ -128,7 +147,12 @@ int main(void)
     bad("decay_ms=1.5", 1, "'1.5'", "fraction");
     bad("pcp=2", 1, "for pcp", "above the range");
     bad("pcp=-1", 1, "for pcp", "below the range");
-    bad("slab_reserved=4096", 1, "slab_reserved", "slab_reserved past 2048");
+    bad("dirty_max_mb=2000000", 1, "dirty_max_mb", "dirty_max_mb past its range");
+    bad("allocator=1", 1, "for allocator (want slub or slab)", "a word option refuses a number");
+    bad("allocator=SLAB", 1, "'SLAB'", "words are case-sensitive");
+    bad("slab_mgmt=", 1, "for slab_mgmt", "empty word");
+    bad("allocator", 1, "for allocator", "a bare word key (means =1) is refused");
+    bad("slab_reserved=64", 1, "'slab_reserved'", "slab_reserved is retired (allocator=slab,slab_mgmt=onslab)");
     bad("decay_ms=99999999999999999999999", 1, "decay_ms", "overflowing number");
     bad("decay_ms=-99999999999999999999999", 1, "decay_ms", "underflowing number");
     bad("pcp=", 1, "for pcp", "empty value");
@@ -139,6 +163,12 @@ int main(void)
     bad("pcp=0x", 1, "'0x'", "'0x' without digits");
     bad("\x01\x7f\xff=1", 1, NULL, "control and high bytes in the key");
     bad("bogus=1,decay_ms=x", 2, "'bogus'", "two bad items in one list");
+    bad("mutex_spin=bogus", 1, "'bogus' for mutex_spin (want 0..1 or mcs)", "mutex_spin=bogus: a word it lacks");
+    is(sk_opt.mutex_spin, MUTEX_SPIN_ON, "mutex_spin=bogus keeps the default (1)");
+    bad("mutex_spin=MCS", 1, "'MCS'", "words are case-sensitive");
+    bad("mutex_spin=mcs2", 1, "'mcs2'", "a word with trailing garbage");
+    bad("mutex_spin=2", 1, "for mutex_spin", "mutex_spin=2: the word's value is not a number it takes");
+    bad("pcp=mcs", 1, "'mcs' for pcp (want 0..1)", "another option's word");
     {
         struct sk_options before = sk_opt;
         int w = parse_capture("pcp=0,bogus=1,decay_ms=x,mutex_spin=0");

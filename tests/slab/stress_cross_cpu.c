@@ -449,10 +449,14 @@ int main(int argc, char **argv)
     caches[K_HW] = sk_cache_create(cache_names[K_HW], 1000, 0, SK_CACHE_HWALIGN, NULL);
     if (!caches[0] || !caches[1] || !caches[2])
         BAIL("sk_cache_create failed");
-    long cpu_partial = sk_option("cpu_partial"), barn = sk_option("barn");
+    long cpu_partial = sk_option("cpu_partial"), barn = sk_option("barn"), sheaves = sk_option("sheaves");
+    /* allocator=slab (tests/variants/slab_classic.t): SLAB has no CPU
+     * partial lists, as cpu_partial=0. */
+    if (sk_option("allocator") == SK_ALLOC_SLAB)
+        cpu_partial = 0;
     diag("%d producers, %d consumers, 1 shrinker on %d CPUs; %ld objects per producer; per-CPU arrays via %s; "
-         "cpu_partial=%ld barn=%ld", NPROD, NCONS, ncpu, per_producer, cpu_use_rseq ? "rseq" : "the lock fallback",
-         cpu_partial, barn);
+         "cpu_partial=%ld barn=%ld sheaves=%ld", NPROD, NCONS, ncpu, per_producer,
+         cpu_use_rseq ? "rseq" : "the lock fallback", cpu_partial, barn, sheaves);
 
     /* Baseline of the kmalloc classes once thread creation has done its
      * own allocations. */

@@ -7,10 +7,11 @@
 #     (GLIBC_TUNABLES=glibc.pthread.rseq=0: the per-CPU arrays' lock
 #     fallback; the test's own diagnostic must say so), and with both;
 #   - tests/slab/barn with barn=0 and with rseq off;
-#   - slab_reserved=64: kmalloc-64 and kmalloc-128 have exactly one object
-#     fewer per slab than by default (the header SLAB kept inside the slab
-#     before 2014), read from the slabinfo text of tests/slab/slabinfo_format
-#     and of tools/slabinfo; cache_api and slabinfo_format pass with it;
+#   - allocator=slab: kmalloc-64 and kmalloc-128 have exactly one object
+#     fewer per slab with slab_mgmt=onslab than with slab_mgmt=page (the
+#     struct slab SLAB kept inside the slab before 2014), read from the
+#     slabinfo text of tests/slab/slabinfo_format and of tools/slabinfo
+#     (the SLAB-mode tests are in slab_classic.t);
 #   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
@@ -19,7 +20,7 @@ if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..13"
+echo "1..11"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
@@ -32,8 +33,9 @@ check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback
 check "stress_cross_cpu with cpu_partial=0 and rseq off" -e "via the lock fallback" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
 
-# objperslab of a kmalloc class from the slabinfo text, with and without
-# slab_reserved=64.
+# objperslab of a kmalloc class from the slabinfo text under SLAB, with its
+# struct slab at the slab head (slab_mgmt=onslab) and in the page
+# descriptor (slab_mgmt=page): the seed's one more object per slab.
 objs() { # class options reader
     if [ "$3" = tool ]; then
         [ -x "$B/tools/slabinfo" ] || return 1
@@ -45,20 +47,16 @@ objs() { # class options reader
 for reader in test tool; do
     for class in kmalloc-64 kmalloc-128; do
         i=$((i + 1))
-        d=$(objs $class "" $reader)
-        r=$(objs $class slab_reserved=64 $reader)
+        d=$(objs $class allocator=slab,slab_mgmt=page $reader)
+        r=$(objs $class allocator=slab,slab_mgmt=onslab $reader)
         if [ -n "$d" ] && [ -n "$r" ] && [ "$r" -eq $((d - 1)) ]; then
-            echo "ok $i - $class: $d objects per slab, $r with slab_reserved=64 ($reader)"
+            echo "ok $i - $class: $d objects per slab with slab_mgmt=page, $r with onslab ($reader)"
         else
-            echo "not ok $i - $class: '$d' objects per slab, '$r' with slab_reserved=64, want one fewer ($reader)"
+            echo "not ok $i - $class: '$d' objects per slab with slab_mgmt=page, '$r' with onslab, want one fewer ($reader)"
         fi
     done
 done
 
-check "cache_api with slab_reserved=64" -e "slab_reserved=64" -- \
-    env SLABKIT_OPTIONS=slab_reserved=64 "$S/cache_api"
-check "slabinfo_format with slab_reserved=64" -- \
-    env SLABKIT_OPTIONS=slab_reserved=64 "$S/slabinfo_format"
 
 i=$((i + 1))
 if SLABKIT_OPTIONS=slabinfo_at_exit=1 "$S/slabinfo_format" --objperslab kmalloc-64 2>&1 >/dev/null |

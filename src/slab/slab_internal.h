@@ -1,0 +1,104 @@
+/*
+ * slab_internal.h — what slab.c shares with the files of the slab layer
+ * that run caches in another mode (slub_cpu.c: sheaves=0): the free
+ * pointer accessors, statistics, the (freelist, counters) pair, and the
+ * slab-level steps of the SLUB protocol.  Not for the layers above.
+ * The protocol and lock order are slab.c's (comment at its top).
+ */
+#ifndef SK_SLAB_INTERNAL_H
+#define SK_SLAB_INTERNAL_H
+
+#include "slab/slab.h"
+
+/* ---- free pointers ---- */
+
+static inline void *get_fp(const struct slab_cache *c, void *obj)
+{
+    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
+    return (void *)(*slot ^ c->random ^ (uintptr_t)slot);
+}
+
+static inline void set_fp(const struct slab_cache *c, void *obj, void *next)
+{
+    uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
+    *slot = (uintptr_t)next ^ c->random ^ (uintptr_t)slot;
+}
+
+/* A decoded free pointer must be NULL or an object of the same slab. */
+static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_page *pg, void *obj)
+{
+    void *next = get_fp(c, obj);
+    if (next && ((uintptr_t)next - (uintptr_t)pg->slab.s_mem >= (uintptr_t)c->objects * c->size ||
+                 slab_obj_exact(c, pg, next) >= c->objects))
+        os_fatal("freelist corrupted in %s: object %p links to %p (use after free?)", c->name, obj, next);
+    return next;
+}
+
+/* This CPU's index into c->cpu[]: cpu_current(), except for a thread with
+ * no rseq of its own in an rseq process, which cpu_current() gives the
+ * dummy array slot (cpu_nr_ids), one past c->cpu[]: it borrows the slow-
+ * path state of the CPU it runs on (all of it is under its lock or
+ * atomic, so any valid index is safe). */
+static inline int slab_cpu_id(void)
+{
+    int id = cpu_current();
+    return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
+}
+
+/* ---- statistics ---- */
+
+static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
+{
+    __atomic_fetch_add(&c->cpu[slab_cpu_id()].stat[item], v, __ATOMIC_RELAXED);
+}
+#define stat(c, item) stat_add(c, item, 1)
+/* The books the fast-path counters are derived from. */
+#define book(c, field, v) \
+    __atomic_fetch_add(&(c)->cpu[slab_cpu_id()].field, (unsigned long)(v), __ATOMIC_RELAXED)
+
+/* ---- the (freelist, counters) pair ---- */
+
+static inline void *slab_freelist(struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->slab.freelist, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t slab_counters(struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->slab.counters, __ATOMIC_ACQUIRE);
+}
+
+static inline bool slab_cmpxchg(struct slab_cache *c, struct sk_page *pg, void *old_fl, uint64_t old_c,
+                                void *new_fl, uint64_t new_c)
+{
+    unsigned __int128 o = ((unsigned __int128)old_c << 64) | (uintptr_t)old_fl;
+    unsigned __int128 n = ((unsigned __int128)new_c << 64) | (uintptr_t)new_fl;
+    if (likely(__sync_bool_compare_and_swap((unsigned __int128 *)&pg->slab.freelist, o, n)))
+        return true;
+    stat(c, SK_CMPXCHG_FAIL);
+    return false;
+}
+
+static inline struct sk_page *slab_head(struct sk_page *pg)
+{
+    return pg->slab.head;
+}
+
+/* ---- slab-level steps (slab.c) ---- */
+
+/* A new frozen slab, every object in use; *freelist gets its objects. */
+struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist);
+/* Take the whole freelist of a frozen slab; an empty one is unfrozen
+ * instead (*retired). */
+void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired);
+/* A slab from the node partial list, frozen, its freelist in *fl; with
+ * cpu_partial on, a few more onto sc's partial list (sc->lock held). */
+struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl);
+/* Give the chain head..tail of cnt objects back to slab pg (SLUB's
+ * __slab_free); returns the slabs given back to the page allocator. */
+int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt);
+/* Unfreeze a CPU slab, giving back the chain `head` of its objects (NULL:
+ * none); 1 when it was empty and went back to the page allocator. */
+int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head);
+
+#endif
