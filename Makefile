@@ -1,12 +1,25 @@
 # slabkit — GNU Makefile.  `make` builds the library, tools and benchmarks;
 # `make test` runs the TAP suite under prove; `make bench` runs the benches.
-# Switches: CC=clang, O=0 (debug, asserts on), PREFIX=/usr/local for install.
+# Switches: CC=clang, O=0 (debug, asserts on); for install and uninstall,
+# PREFIX (/usr/local), LIBDIR, BINDIR, INCLUDEDIR, MANDIR and DESTDIR.
+# `make deb` builds the Debian packages (dpkg-buildpackage) and runs lintian.
 
 CC      ?= cc
 CXX     ?= c++
 O       ?= 2
 PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+BINDIR  ?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 B       := build
+
+# The shared library: soname libslabkit.so.0, the file libslabkit.so.$(VERSION),
+# the sk_* API versioned by tools/libslabkit.map.
+VERSION := 0.1.0
+SONAME  := libslabkit.so.0
+LDFLAGS ?=
 
 WARN    := -Wall -Wextra -Werror
 # -mcx16: the slab free path uses cmpxchg16b on (freelist, counters).
@@ -18,7 +31,8 @@ ifeq ($(O),0)
 BASE    += -DSK_DEBUG=1
 endif
 CFLAGS  ?=
-ALLCFLAGS := $(BASE) $(CFLAGS)
+CPPFLAGS ?=
+ALLCFLAGS := $(BASE) $(CPPFLAGS) $(CFLAGS)
 # Programs (tests, benchmarks, tools) are not part of `make stack`.
 PROGCFLAGS := $(filter-out -fstack-usage -fvisibility=hidden,$(ALLCFLAGS))
 TSANFLAGS := $(filter-out -fstack-usage,$(BASE)) -O1 -fsanitize=thread -DSK_TSAN=1
@@ -41,10 +55,10 @@ WL_BIN := $(WL_SRC:bench/workloads/%.c=$(B)/bench/workloads/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
 
-# ThreadSanitizer build: the library without the malloc override (TSan owns
+# ThreadSanitizer build: the library without the malloc layer (TSan owns
 # malloc) and with the tests named in TSAN_TESTS; they run with rseq off,
 # since TSan cannot see the kernel's restart guarantee (docs/design.md).
-TSAN_LIB_SRC := $(filter-out src/malloc/override.c,$(LIB_SRC))
+TSAN_LIB_SRC := $(filter-out src/malloc/%,$(LIB_SRC))
 TSAN_LIB_OBJ := $(TSAN_LIB_SRC:%.c=$(B)/tsan/obj/%.o)
 TSAN_TESTS   := $(sort $(wildcard tests/*/*_tsan.c) $(shell grep -l 'TSAN: yes' tests/*/*.c 2>/dev/null))
 TSAN_BIN     := $(TSAN_TESTS:tests/%.c=$(B)/tsan/tests/%)
@@ -52,25 +66,34 @@ TSAN_BIN     := $(TSAN_TESTS:tests/%.c=$(B)/tsan/tests/%)
 # Keep the TSan objects (make would delete them as intermediate files).
 .SECONDARY:
 
-.PHONY: all lib test test-tsan bench bench-deps install clean stack check-stack
-all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) $(TOOL_BIN) $(B)/slabkit
+.PHONY: all lib tools test test-tsan bench bench-deps install uninstall deb clean stack check-stack
+all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) tools
 
 lib: $(B)/libslabkit.so $(B)/libslabkit.a $(B)/slabkit.pc
+tools: $(TOOL_BIN) $(B)/slabkit
 
 $(B)/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
-$(B)/libslabkit.so: $(LIB_OBJ)
-	$(CC) -shared -pthread -Wl,-soname,libslabkit.so -Wl,-z,now -o $@ $(LIB_OBJ)
+$(B)/libslabkit.so.$(VERSION): $(LIB_OBJ) tools/libslabkit.map
+	$(CC) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libslabkit.map \
+	    -Wl,-z,now $(LDFLAGS) -o $@ $(LIB_OBJ)
+
+$(B)/$(SONAME): $(B)/libslabkit.so.$(VERSION)
+	ln -sf libslabkit.so.$(VERSION) $@
+
+$(B)/libslabkit.so: $(B)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(B)/libslabkit.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
+PC_SED := sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
 $(B)/slabkit.pc: tools/slabkit.pc.in
 	@mkdir -p $(B)
-	sed 's|@PREFIX@|$(PREFIX)|g' $< > $@
+	$(PC_SED) $< > $@
 
 $(B)/slabkit: tools/slabkit.sh
 	@mkdir -p $(B)
@@ -83,7 +106,7 @@ $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)
-	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread -o $@ $<
+	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<
 
 $(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
@@ -95,7 +118,7 @@ $(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workl
 
 $(B)/tools/%: tools/%.c $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -o $@ $< $(B)/libslabkit.a
+	$(CC) $(PROGCFLAGS) $(LDFLAGS) -o $@ $< $(B)/libslabkit.a
 
 $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
@@ -127,14 +150,40 @@ bench-deps:
 stack: lib
 	@tools/checkstack $(B)/obj
 
-install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(B)/libslabkit.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/libslabkit.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/slabkit.h $(DESTDIR)$(PREFIX)/include/
-	sed 's|@PREFIX@|$(PREFIX)|g' tools/slabkit.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/slabkit.pc
-	sed 's|^LIB=.*|LIB=$(PREFIX)/lib/libslabkit.so|' tools/slabkit.sh > $(DESTDIR)$(PREFIX)/bin/slabkit
-	chmod 755 $(DESTDIR)$(PREFIX)/bin/slabkit
+# What `make install` puts where (uninstall removes exactly these).
+INST_LIB := $(LIBDIR)/libslabkit.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libslabkit.so $(LIBDIR)/libslabkit.a
+INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc
+INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo
+INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
+
+install: lib tools
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man7
+	install -m 644 $(B)/libslabkit.so.$(VERSION) $(B)/libslabkit.a $(DESTDIR)$(LIBDIR)/
+	ln -sf libslabkit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libslabkit.so
+	install -m 644 include/slabkit.h $(DESTDIR)$(INCLUDEDIR)/
+	$(PC_SED) tools/slabkit.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/slabkit.pc
+	sed 's|^LIB=.*|LIB=$(LIBDIR)/$(SONAME)|' tools/slabkit.sh > $(DESTDIR)$(BINDIR)/slabkit
+	chmod 755 $(DESTDIR)$(BINDIR)/slabkit
+	install -m 755 $(B)/tools/slabinfo $(DESTDIR)$(BINDIR)/slabkit-slabinfo
+	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/slabkit.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 man/slabkit.7 $(DESTDIR)$(MANDIR)/man7/
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INST_LIB) $(INST_DEV) $(INST_BIN) $(INST_MAN))
+
+# The Debian packages, built from a copy of this tree in $(B)/deb (where
+# dpkg-buildpackage leaves the .deb files), then checked by lintian.  The
+# copy's build must not inherit this make's variables (B= would have its
+# `make clean` remove the copy itself).
+deb:
+	rm -rf $(B)/deb && mkdir -p $(B)/deb/slabkit-$(VERSION)
+	tar --exclude=./build --exclude=./results --exclude=./.git -cf - . | tar -xf - -C $(B)/deb/slabkit-$(VERSION)
+	cd $(B)/deb/slabkit-$(VERSION) && env -u MAKEFLAGS -u MFLAGS -u MAKEOVERRIDES -u MAKELEVEL \
+	    dpkg-buildpackage -us -uc -b
+	lintian --fail-on error $(B)/deb/*.changes
 
 clean:
 	rm -rf $(B)

@@ -192,6 +192,25 @@ SK_API void sk_file_destroy(sk_file_t *f);                    /* frees its pages
  * inactive lists, pages in per-CPU batches, swap in use, LRU events. */
 SK_API void sk_file_stats(FILE *out);
 
+/* ---- the malloc family's newer members ---------------------------------- */
+
+/*
+ * libslabkit also exports these, which older C libraries do not declare:
+ * C23's sized frees (p from malloc, calloc or realloc of `size` bytes; from
+ * aligned_alloc(align, size)), which skip free's page-map walk, and
+ * macOS's and jemalloc's malloc_good_size, the usable size malloc(size)
+ * would give.  A size other than the one asked for is undefined behaviour,
+ * as in C23; SLABKIT_OPTIONS=sized_check=1 catches it.
+ */
+#ifdef __THROW                /* as glibc declares its malloc family */
+#define SK_THROW __THROW
+#else
+#define SK_THROW
+#endif
+SK_API void free_sized(void *p, size_t size) SK_THROW;
+SK_API void free_aligned_sized(void *p, size_t align, size_t size) SK_THROW;
+SK_API size_t malloc_good_size(size_t size) SK_THROW;
+
 /* ---- options ------------------------------------------------------------ */
 
 /* The value of a SLABKIT_OPTIONS key as slabkit uses it (defaults applied);

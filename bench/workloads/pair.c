@@ -22,6 +22,18 @@
  * PAIR_SIZE=bytes in the environment makes the pairs (and cross's objects)
  * that size instead of 64 (bench/pairs --sizes).
  *
+ * Size known (n is 64, or PAIR_SIZE): `same` through function pointers
+ * found with dlsym, so that the two members of each pair differ only in
+ * the free called:
+ *   free        malloc(n) / free(p)
+ *   free-sized  malloc(n) / free_sized(p, n) (C23; else the allocator's
+ *               own: tc_free_sized, mi_free_size, sdallocx(p, n, 0))
+ *   delete      operator new(n) / operator delete(p)
+ *   delete-sized  operator new(n) / operator delete(p, n) (C++14)
+ * C++'s operators are looked up after loading libstdc++, so an allocator
+ * that does not define them gets libstdc++'s, on its malloc.  A mode the
+ * allocator has no function for exits 3.
+ *
  * Without BATCHES the program just runs (for callgrind: bench/pairs runs
  * N1 and N2 pairs and takes (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up
  * cancels).  With BATCHES it runs N pairs BATCHES times natively and prints
@@ -30,6 +42,7 @@
 #define _GNU_SOURCE
 #include "bench.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
@@ -95,6 +108,71 @@ static void same(long n)
     }
 }
 
+/* ---- size known ------------------------------------------------------------ */
+
+static void *(*alloc_fn)(size_t);
+static void (*free_fn)(void *);
+static void (*sized_fn)(void *, size_t);
+static void (*sized3_fn)(void *, size_t, int);   /* jemalloc's sdallocx */
+
+static void known_free(long n)
+{
+    for (long i = 0; i < n; i++) {
+        void *p = alloc_fn(obj_size);
+        __asm__ volatile("" : "+r"(p) : : "memory");
+        free_fn(p);
+    }
+}
+
+static void known_sized(long n)
+{
+    for (long i = 0; i < n; i++) {
+        void *p = alloc_fn(obj_size);
+        __asm__ volatile("" : "+r"(p) : : "memory");
+        sized_fn(p, obj_size);
+    }
+}
+
+static void known_sized3(long n)
+{
+    for (long i = 0; i < n; i++) {
+        void *p = alloc_fn(obj_size);
+        __asm__ volatile("" : "+r"(p) : : "memory");
+        sized3_fn(p, obj_size, 0);
+    }
+}
+
+/* The loop for a size-known mode, or NULL (with a note) when the
+ * allocator has nothing for it. */
+static void (*known_mode(const char *mode))(long)
+{
+    int cxx = !strncmp(mode, "delete", 6);
+    if (cxx && !dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL)) {
+        fprintf(stderr, "pair: cannot load libstdc++.so.6\n");
+        return NULL;
+    }
+    alloc_fn = (void *(*)(size_t))dlsym(RTLD_DEFAULT, cxx ? "_Znwm" : "malloc");
+    free_fn = (void (*)(void *))dlsym(RTLD_DEFAULT, cxx ? "_ZdlPv" : "free");
+    if (!alloc_fn || !free_fn)
+        return NULL;
+    if (!strcmp(mode, "free") || !strcmp(mode, "delete"))
+        return known_free;
+    static const char *const c_sized[] = { "free_sized", "tc_free_sized", "mi_free_size" };
+    if (cxx) {
+        sized_fn = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+    } else {
+        for (size_t i = 0; !sized_fn && i < sizeof c_sized / sizeof c_sized[0]; i++)
+            sized_fn = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, c_sized[i]);
+        if (!sized_fn && (sized3_fn = (void (*)(void *, size_t, int))dlsym(RTLD_DEFAULT, "sdallocx")))
+            return known_sized3;
+    }
+    if (!sized_fn) {
+        fprintf(stderr, "pair: no sized free for %s\n", mode);
+        return NULL;
+    }
+    return known_sized;
+}
+
 /* ---- cross thread ---------------------------------------------------------- */
 
 static struct {
@@ -154,7 +232,8 @@ static void cross(long n)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: pair same|cross|norseq|null-same|null-cross N [BATCHES]\n");
+        fprintf(stderr, "usage: pair same|cross|norseq|null-same|null-cross|free|free-sized|delete|delete-sized"
+                        " N [BATCHES]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -177,34 +256,33 @@ int main(int argc, char **argv)
         }
         mode = "same";
     }
+    void (*known)(long) = NULL;
+    if (!strcmp(mode, "free") || !strcmp(mode, "free-sized") || !strcmp(mode, "delete") ||
+        !strcmp(mode, "delete-sized")) {
+        known = known_mode(mode);
+        if (!known)
+            return 3;
+    }
     int is_cross = !strcmp(mode, "cross");
-    if (!is_cross && strcmp(mode, "same")) {
+    if (!is_cross && !known && strcmp(mode, "same")) {
         fprintf(stderr, "pair: unknown mode %s\n", argv[1]);
         return 2;
     }
+    void (*run)(long) = is_cross ? cross : known ? known : same;
     live_make();
     if (is_cross)
         n = (n + BATCH - 1) / BATCH * BATCH;
     if (batches <= 0) {
-        if (is_cross)
-            cross(n);
-        else
-            same(n);
+        run(n);
     } else {
         double *ns = malloc((size_t)batches * sizeof *ns);
         if (!ns)
             abort();
         /* One unmeasured round warms caches and the allocator's per-CPU state. */
-        if (is_cross)
-            cross(n / 4 + BATCH);
-        else
-            same(n / 4 + 1);
+        run(is_cross ? n / 4 + BATCH : n / 4 + 1);
         for (int b = 0; b < batches; b++) {
             uint64_t t0 = bench_now_ns();
-            if (is_cross)
-                cross(n);
-            else
-                same(n);
+            run(n);
             ns[b] = (double)(bench_now_ns() - t0) / (double)n;
         }
         printf("%.2f\n", bench_summary(ns, batches).median);

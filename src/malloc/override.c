@@ -1,6 +1,6 @@
 /*
- * override.c — the malloc family on slabkit, for LD_PRELOAD and -lslabkit;
- * fork, exit statistics and malloc_stats/malloc_trim.
+ * override.c — the malloc family on slabkit, for LD_PRELOAD and -lslabkit,
+ * with C23's sized frees; fork, exit statistics and malloc_stats/malloc_trim.
  *
  * Invariants:
  *  - Every entry point is safe before initialisation: the first call of any
@@ -11,6 +11,9 @@
  *  - fork takes no slabkit lock (docs/design.md, "fork"): a prepare handler
  *    that did would deadlock against a thread in stdio.  The child, alone,
  *    resets every lock, and repairs what a lock held at the fork protected.
+ *  - A sized free trusts its size only while free, as the program links it,
+ *    is this file's (malloc.h); the exit output goes only to the stderr
+ *    copy taken at load, and only while it is still the same file.
  * Lock order: none taken here except through the layers below.
  */
 #define _GNU_SOURCE
@@ -20,17 +23,54 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "malloc/malloc.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
 
 static void fork_child(void);
 
-/* slabinfo_at_exit writes to a copy of stderr taken at start-up: programs
- * such as coreutils close stderr in an atexit handler, before we run. */
+/*
+ * slabinfo_at_exit writes to a copy of stderr taken when the library is
+ * loaded: programs such as coreutils close stderr in an atexit handler,
+ * before our destructor runs, and others reopen fd 2 on a file of their
+ * own.  The copy's identity (device, inode) is kept, and at exit the table
+ * goes out only if the copy is still that file: a program that closed
+ * every descriptor and opened its own on the same number gets nothing
+ * written into it.  Taken only with the option on.
+ */
 static int exit_fd = -1;
+static dev_t exit_dev;
+static ino_t exit_ino;
+
+static void exit_output_open(void)
+{
+    struct stat st;
+    if (exit_fd >= 0 || sk_option("slabinfo_at_exit") <= 0)
+        return;
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return;
+    }
+    exit_dev = st.st_dev;
+    exit_ino = st.st_ino;
+    exit_fd = fd;
+}
+
+/* The exit output's descriptor, or -1 if it is no longer our copy. */
+static int exit_output_fd(void)
+{
+    struct stat st;
+    if (exit_fd < 0 || fstat(exit_fd, &st) != 0 || st.st_dev != exit_dev || st.st_ino != exit_ino)
+        return -1;
+    return exit_fd;
+}
 
 /* The fork repair, registered once: when the library is loaded (a
  * program may never call malloc itself: calloc, posix_memalign or the sk_*
@@ -48,6 +88,7 @@ static void atfork_register(void)
 __attribute__((constructor)) static void malloc_layer_load(void)
 {
     atfork_register();
+    exit_output_open();
 }
 
 /* Called from the first slow path after initialisation. */
@@ -60,19 +101,9 @@ static void malloc_layer_init(void)
     if (!__atomic_compare_exchange_n(&done, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     atfork_register();
-    if (sk_opt.slabinfo_at_exit)
-        exit_fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
 }
 
-/* The malloc family hands out 16-byte aligned memory: kmalloc-8, which the
- * kernel-style sk_malloc uses for 1..8 bytes, is never theirs.  malloc's
- * own fast path gets this from its table (kmalloc_arrays16). */
-static inline size_t malloc_size(size_t n)
-{
-    return n < 16 ? 16 : n;
-}
-
-static SK_NOINLINE void *malloc_slow(size_t size)
+SK_NOINLINE void *malloc_slow(size_t size)
 {
     void *p = kmalloc_slow(malloc_size(size));
     malloc_layer_init();
@@ -81,28 +112,97 @@ static SK_NOINLINE void *malloc_slow(size_t size)
 
 ALIAS(malloc) void *malloc(size_t size)
 {
-    if (likely(size <= KMALLOC_SMALL_MAX)) {
-        void *obj;
-        /* Acquire: kmalloc_init publishes the entry after its cache. */
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj))) {
-            ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
-            return obj;
-        }
-    } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
-        /* 1-32 KiB: one table load too (every class here is 256-aligned). */
-        void *obj;
-        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
-            ((uintptr_t *)obj)[1] = 0;
-            return obj;
-        }
-    }
-    return malloc_slow(size);
+    return malloc_inline(size);
 }
 
 ALIAS(free) void free(void *p)
 {
     kfree_inline(p);   /* sk_free's body, inlined: no extra call on the fast path */
+}
+
+/* free itself, not interposable: what sized frees compare the program's
+ * free with (malloc.h). */
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-attributes"   /* glibc's leaf, nothrow */
+#endif
+extern __typeof__(free) free_own __attribute__((alias("free"), visibility("hidden")));
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* ---- sized frees (malloc.h) ---- */
+
+/* Is free, as the program links it, slabkit's?  (Read through a volatile:
+ * free is interposable, so the compiler may not fold the comparison.) */
+static bool free_is_ours(void)
+{
+    void *volatile linked = (void *)free;
+    return linked == (void *)free_own;
+}
+
+static struct sized_entry free_entry = { SIZED_UNKNOWN, false, "free_sized", (void *)free, free_is_ours };
+static struct sized_entry free_aligned_entry = {
+    SIZED_UNKNOWN, false, "free_aligned_sized", (void *)free, free_is_ours
+};
+
+/* C23: free p, which malloc, calloc or realloc gave for `size` bytes. */
+ALIAS(free_sized) void free_sized(void *p, size_t size)
+{
+    sized_free(&free_entry, p, size, 0);
+}
+
+/* C23: free p, which aligned_alloc(align, size) gave. */
+ALIAS(free_aligned_sized) void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    sized_free(&free_aligned_entry, p, size, align);
+}
+
+static int sized_resolve(struct sized_entry *e)
+{
+    int r = !e->ours() ? SIZED_FORWARD : sk_option("sized_check") > 0 ? SIZED_CHECK : SIZED_TRUST;
+    __atomic_store_n(&e->route, r, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* The class a sized free's size and alignment name (slabkit initialised),
+ * or NULL for a large block. */
+static struct slab_cache *sized_class(size_t size, size_t align)
+{
+    if (align > 16)
+        return kmalloc_aligned_cache(align, size);
+    return size <= KMALLOC_MAX_CACHE_SIZE ? kmalloc_caches[kmalloc_index(size)] : NULL;
+}
+
+SK_NOINLINE void sized_free_slow(struct sized_entry *e, void *p, size_t size, size_t align)
+{
+    int route = __atomic_load_n(&e->route, __ATOMIC_RELAXED);
+    if (route == SIZED_UNKNOWN)
+        route = sized_resolve(e);
+    if (route == SIZED_FORWARD) {
+        if (e->forward_align)
+            ((void (*)(void *, size_t))e->forward)(p, align);
+        else
+            ((void (*)(void *))e->forward)(p);
+        return;
+    }
+    if (!p)
+        return;
+    struct slab_cache *c, *want = sized_class(size, align);
+    if (route == SIZED_TRUST && want) {
+        slab_free(want, p, e->call);
+        return;
+    }
+    if (slab_of_object(p, &c)) {
+        if (route == SIZED_CHECK && c != want)
+            os_fatal("wrong size: %s(%p, %zu) of an object of %s", e->call, p, size, c->name);
+        slab_free(c, p, e->call);
+        return;
+    }
+    if (route == SIZED_CHECK && want)   /* reports a bad pointer itself */
+        os_fatal("wrong size: %s(%p, %zu) of a %zu-byte block", e->call, p, size,
+                 kmalloc_usable_nonslab(p, e->call));
+    sk_free_slow(p, e->call);   /* a large block, or the report of a bad pointer */
 }
 
 ALIAS(calloc) void *calloc(size_t nmemb, size_t size)
@@ -138,7 +238,11 @@ ALIAS(reallocarray) void *reallocarray(void *p, size_t nmemb, size_t size)
 
 ALIAS(aligned_alloc) void *aligned_alloc(size_t align, size_t size)
 {
-    return sk_aligned_alloc(align, malloc_size(size));
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return malloc_aligned(align, size);
 }
 
 ALIAS(posix_memalign) int posix_memalign(void **out, size_t align, size_t size)
@@ -219,16 +323,18 @@ ALIAS(malloc_stats) void malloc_stats(void)
     print_totals(2);
 }
 
-/* slabinfo_at_exit=1: the process's slabinfo on stderr when it exits. */
+/* slabinfo_at_exit=1: the process's slabinfo on stderr as it was at
+ * start-up, when it exits through exit() (not _exit), whole: written with
+ * write(2) a line at a time, without the program's stdio. */
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
     if (!sk_opt.slabinfo_at_exit || !slab_ready())
         return;
-    FILE *out = exit_fd >= 0 ? fdopen(exit_fd, "w") : NULL;
-    sk_slabinfo(out ? out : stderr);
-    if (out)
-        fflush(out);
-    print_totals(exit_fd >= 0 ? exit_fd : 2);
+    int fd = exit_output_fd();
+    if (fd < 0)
+        return;
+    slabinfo_write(fd);
+    print_totals(fd);
 }
 
 /* ---- fork ---- */

@@ -17,6 +17,16 @@
  * tries again, keeping the caches already built; the tables are filled
  * only once every class has its cache.
  *
+ * Large blocks are counted (kmalloc_large_stats: relaxed atomics, on
+ * the large paths only) for mallinfo2's hblks/hblkhd.  A block of at
+ * least kmalloc_direct_min bytes (mallopt M_MMAP_THRESHOLD; by default
+ * only what no buddy order holds) is a direct mapping, unmapped when freed.
+ *
+ * Sized frees (free_sized, sized operator delete) trust the size to name
+ * the class, so realloc keeps an object in place only while its new size
+ * still maps to the object's class: every object of a kmalloc cache was
+ * asked for with a size of that cache's class, as the size names it.
+ *
  * Out of memory is never fatal: a failed allocation shrinks every cache
  * and gives wholly free slices back to the OS (slab_release_all), so that
  * memory freed in one zone (slabs) can serve the other (large blocks) and
@@ -55,6 +65,16 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 };
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
+struct kmalloc_large_stats kmalloc_large_stats;
+size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
+
+static void large_count(long blocks, long pages, bool direct)
+{
+    __atomic_add_fetch(&kmalloc_large_stats.blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&kmalloc_large_stats.pages, pages, __ATOMIC_RELAXED);
+    if (direct)
+        __atomic_add_fetch(&kmalloc_large_stats.direct_pages, pages, __ATOMIC_RELAXED);
+}
 
 /* What the fast-path tables point at: the cache's arrays, or with
  * sheaves=0 the always-empty set, so malloc goes straight to the slow path,
@@ -126,9 +146,13 @@ void *kmalloc_large(size_t size, size_t align)
     unsigned align_order = 0;
     while ((SK_PAGE_SIZE << align_order) < align)
         align_order++;
-    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER) {
+    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER &&
+        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
         struct sk_page *pg = page_alloc_exact(pages, align_order);
-        return pg ? page_address(pg) : NULL;
+        if (!pg)
+            return NULL;
+        large_count(1, (long)pages, false);
+        return page_address(pg);
     }
     if (align > SLICE_SIZE) {
         /* A valid alignment slabkit cannot give (direct runs are aligned
@@ -142,6 +166,7 @@ void *kmalloc_large(size_t size, size_t align)
     struct sk_page *pg = (struct sk_page *)s->pages;
     pg->large.nr_pages = pages;
     __atomic_store_n(&pg->flags, PG_HEAD | PG_LARGE | PG_ZEROED, __ATOMIC_RELEASE);
+    large_count(1, (long)pages, true);
     return (void *)s->base;
 }
 
@@ -180,6 +205,7 @@ void kmalloc_free_nonslab(void *p, const char *call)
         struct sk_page *pg = (struct sk_page *)s->pages;
         if ((uintptr_t)p != s->base || !(pg->flags & PG_LARGE))
             bad_pointer(p, call);
+        large_count(-1, -(long)pg->large.nr_pages, true);
         pg_set_flags(pg, 0);
         vm_direct_free(s);
         return;
@@ -187,6 +213,7 @@ void kmalloc_free_nonslab(void *p, const char *call)
     if (s) {
         struct sk_page *pg = page_of_slice(s, p);
         if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && page_address(pg) == p) {
+            large_count(-1, -(long)pg->large.nr_pages, false);
             page_free_exact(pg);
             return;
         }
@@ -270,6 +297,17 @@ static inline size_t slab_usable(const struct slab_cache *c)
     return c->offset ? c->object_size : c->size;
 }
 
+size_t kmalloc_good_size(size_t size)
+{
+    /* The class's usable size, from the caches themselves: allocator=slab
+     * has other classes, and strides wider than the class (kmalloc-96 of
+     * 128-byte objects). */
+    if (size <= KMALLOC_MAX_CACHE_SIZE)
+        return slab_init() == 0 ? slab_usable(kmalloc_caches[kmalloc_index(size)]) : size;
+    size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
+    return r < size ? size : r;
+}
+
 size_t sk_usable_size(const void *p)
 {
     struct slab_cache *c;
@@ -326,9 +364,10 @@ void *sk_realloc(void *p, size_t size)
         if (unlikely(slab_marked_free(c, p)))
             slab_free_suspect(c, p, "realloc");
         old = slab_usable(c);
-        /* In place while the class still fits and is not more than twice
-         * what is needed (then a smaller class is worth the copy). */
-        if (size <= old && (size > old / 2 || old <= 16))
+        /* In place while the size still maps to this class (a smaller
+         * class is worth the copy, and a sized free of the new size must
+         * find the object's class); the two smallest classes stay. */
+        if (size <= old && (old <= 16 || kmalloc_caches[kmalloc_index(size)] == c))
             return p;
     } else {
         old = kmalloc_usable_nonslab(p, "realloc");
@@ -337,9 +376,14 @@ void *sk_realloc(void *p, size_t size)
         /* A large block grows (or shrinks) in place when the pages after
          * it are free: no copy, and no second copy resident meanwhile. */
         struct vm_slice *s = vm_slice_of(p);
-        if (size > KMALLOC_MAX_CACHE_SIZE && s->kind != VM_SLICE_DIRECT &&
-            page_resize_exact(page_of_slice(s, p), (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT))
-            return p;
+        if (size > KMALLOC_MAX_CACHE_SIZE && s->kind != VM_SLICE_DIRECT) {
+            struct sk_page *pg = page_of_slice(s, p);
+            long was = (long)pg->large.nr_pages;
+            if (page_resize_exact(pg, (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT)) {
+                large_count(0, (long)pg->large.nr_pages - was, false);
+                return p;
+            }
+        }
     }
     void *q = sk_malloc(size);
     if (!q)
@@ -369,20 +413,28 @@ void *sk_aligned_alloc(size_t align, size_t size)
     return p;
 }
 
-static void *aligned_any(size_t align, size_t size)
+/* The class aligned_alloc(align > 16, size) uses (after init): one whose
+ * stride is a multiple of align, so that every object of it is aligned
+ * (slabs and s_mem are aligned to the class alignment); NULL: a large block. */
+struct slab_cache *kmalloc_aligned_cache(size_t align, size_t size)
 {
     if (size <= KMALLOC_MAX_CACHE_SIZE && align <= SK_PAGE_SIZE) {
-        /* A class whose stride is a multiple of align: every object of it
-         * is aligned (slabs and s_mem are aligned to the class alignment). */
-        unsigned i = kmalloc_index(size < align ? align : size);
-        for (; i < kmalloc_nr_classes; i++) {
+        for (unsigned i = kmalloc_index(size < align ? align : size); i < kmalloc_nr_classes; i++) {
             struct slab_cache *c = kmalloc_caches[i];
             /* SLAB colours its slabs by cache lines: objects are aligned
              * to the cache's alignment, not beyond. */
             if (c->size % align == 0 && (c->mode == SLAB_MODE_SLUB || align <= c->align))
-                return slab_alloc(c);
+                return c;
         }
     }
+    return NULL;
+}
+
+static void *aligned_any(size_t align, size_t size)
+{
+    struct slab_cache *c = kmalloc_aligned_cache(align, size);
+    if (c)
+        return slab_alloc(c);
     return kmalloc_large(size < align ? align : size, align);
 }
 

@@ -164,6 +164,9 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
                                              const void *p, const struct slab_cache *c,
                                              const void *object);
 
+/* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
+void slabinfo_write(int fd);
+
 /* The malloc family's slow paths (kmalloc.c). */
 void *kmalloc_slow(size_t size);
 void sk_free_slow(void *p, const char *call);
@@ -320,8 +323,38 @@ static inline unsigned kmalloc_index(size_t size)
         return kmalloc_small_index[(size + 7) >> 3];
     return kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT];
 }
+/* Large blocks handed out now (malloc's > 32 KiB): count, pages, and the
+ * pages of those that are direct mappings (relaxed atomics). */
+struct kmalloc_large_stats {
+    long blocks, pages, direct_pages;
+};
+extern struct kmalloc_large_stats kmalloc_large_stats SK_INTERNAL;
+/* Blocks of at least this many bytes are direct mappings, unmapped at
+ * free (mallopt M_MMAP_THRESHOLD); by default only those no buddy order
+ * holds. */
+#define KMALLOC_DIRECT_DEFAULT (((size_t)SK_PAGE_SIZE << SK_MAX_ORDER) + 1)
+extern size_t kmalloc_direct_min SK_INTERNAL;
+/* The usable size malloc(size) would get (malloc_good_size; size >= 16);
+ * initialises slabkit if need be. */
+size_t kmalloc_good_size(size_t size);
+/* The class of aligned_alloc(align, size) for align > 16, or NULL for a
+ * large block (after init). */
+struct slab_cache *kmalloc_aligned_cache(size_t align, size_t size);
 void *kmalloc_large(size_t size, size_t align);
 void kmalloc_free_nonslab(void *p, const char *call);
 size_t kmalloc_usable_nonslab(const void *p, const char *call);
+
+/*
+ * A sized free (free_sized, sized operator delete) of a small object: the
+ * size names the class, so the page-map walk, the descriptor and the
+ * division of kfree_inline are skipped; the free marker is still checked.
+ * size is what the malloc family was asked for, already at least 16 and
+ * at most KMALLOC_SMALL_MAX; slabkit is initialised (the object exists).
+ */
+static inline void kfree_sized_inline(void *p, size_t size, const char *call)
+{
+    struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(size + 7) >> 3]];
+    slab_free(c, p, call);
+}
 
 #endif

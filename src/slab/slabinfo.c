@@ -79,25 +79,43 @@ void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *ar
     slab_for_each_cache(foreach_one, &f);
 }
 
+#define SLABINFO_HEADER                                                                      \
+    "slabinfo - version: 2.1\n"                                                              \
+    "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"       \
+    " : tunables <limit> <batchcount> <sharedfactor>"                                         \
+    " : slabdata <active_slabs> <num_slabs> <sharedavail>\n"
+/* The columns and widths of the kernel's /proc/slabinfo.  tunables:
+ * SLAB's limit and batchcount are, here, the per-CPU array capacity and
+ * the refill/flush batch; its shared array is the node's barn:
+ * sharedfactor its capacity in batches, sharedavail the objects in it. */
+#define SLABINFO_LINE "%-17s %6lu %6lu %6zu %4u %4u : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n"
+#define SLABINFO_ARGS(i)                                                                          \
+    (i)->name, (i)->active_objs, (i)->num_objs, (i)->size, (i)->objs_per_slab, 1u << (i)->order,  \
+        (i)->array_capacity, (i)->batch, (i)->batch ? (i)->barn_capacity / (i)->batch : 0,        \
+        (i)->active_slabs, (i)->num_slabs, (i)->barn_objs
+
 static void print_one(const struct sk_cache_info *i, void *arg)
 {
-    FILE *out = arg;
-    /* The columns and widths of the kernel's /proc/slabinfo.  tunables:
-     * SLAB's limit and batchcount are, here, the per-CPU array capacity
-     * and the refill/flush batch; its shared array is the node's barn:
-     * sharedfactor its capacity in batches, sharedavail the objects in it. */
-    fprintf(out, "%-17s %6lu %6lu %6zu %4u %4u : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n",
-            i->name, i->active_objs, i->num_objs, i->size, i->objs_per_slab, 1u << i->order,
-            i->array_capacity, i->batch, i->batch ? i->barn_capacity / i->batch : 0,
-            i->active_slabs, i->num_slabs, i->barn_objs);
+    fprintf(arg, SLABINFO_LINE, SLABINFO_ARGS(i));
 }
 
 void sk_slabinfo(FILE *out)
 {
-    fprintf(out, "slabinfo - version: 2.1\n");
-    fprintf(out, "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"
-                 " : tunables <limit> <batchcount> <sharedfactor>"
-                 " : slabdata <active_slabs> <num_slabs> <sharedavail>\n");
+    fputs(SLABINFO_HEADER, out);
     sk_cache_foreach(print_one, out);
     fflush(out);
+}
+
+static void write_one(const struct sk_cache_info *i, void *arg)
+{
+    os_printf(*(int *)arg, SLABINFO_LINE, SLABINFO_ARGS(i));
+}
+
+/* The same text straight to a file descriptor, a line per write(2), with
+ * no stdio and no allocation: for the exit output, when the program's
+ * stdio may be closed. */
+void slabinfo_write(int fd)
+{
+    os_printf(fd, "%s", SLABINFO_HEADER);
+    sk_cache_foreach(write_one, &fd);
 }

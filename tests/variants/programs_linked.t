@@ -107,8 +107,8 @@ $CC -std=gnu11 -O2 -pthread -I"$ROOT/include" -o dyn early.c -L"$B" -lslabkit -W
 rc=$?
 ok $rc "a program links with -lslabkit"
 [ $rc = 0 ] || show cc1.out
-ldd ./dyn 2>/dev/null | grep -q "libslabkit.so => $B/libslabkit.so"
-ok $? "it loads libslabkit.so from $B"
+ldd ./dyn 2>/dev/null | grep -q "libslabkit.so.0 => $B/libslabkit.so.0"
+ok $? "it loads libslabkit.so.0 (the soname) from $B"
 SLABKIT_OPTIONS=slabinfo_at_exit=1 timeout 60 ./dyn >dyn.out 2>dyn.err
 rc=$?
 ok $rc "allocations before main, in a constructor's thread, in dlopen/dlerror, strdup, getline: all slabkit's ($(cat dyn.out))"

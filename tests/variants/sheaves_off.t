@@ -5,7 +5,9 @@
 # (the "before" of the 2011 per-CPU partial lists):
 #   - slab/stress_cross_cpu (its diagnostic must say sheaves=0),
 #     kmalloc_soak, cache_api, norseq_thread, norseq_first and
-#     malloc/fork_stress, bad_input under both settings;
+#     malloc/fork_stress, bad_input under both settings; malloc/glibc_api's
+#     sized frees and malloc_good_size (--sized-only: mallinfo2's smblks
+#     count per-CPU arrays, which sheaves=0 has none of);
 #   - stress_cross_cpu under sheaves=0 with rseq off (the freelists' lock
 #     fallback) and with membarrier denied (shrink visits each CPU);
 #   - sqlite3 (when installed) under LD_PRELOAD with sheaves=0 builds,
@@ -21,7 +23,9 @@ extra=0
 [ -x "$S/stress_cross_cpu" ] && extra=2
 sq=0
 command -v sqlite3 >/dev/null 2>&1 && [ -f "$B/libslabkit.so" ] && sq=1
-echo "1..$(($(echo $bins | wc -w) * 2 + extra + sq))"
+gapi=0
+[ -x "$M/glibc_api" ] && gapi=2
+echo "1..$(($(echo $bins | wc -w) * 2 + extra + sq + gapi))"
 
 for opts in sheaves=0 sheaves=0,cpu_partial=0; do
     for f in $bins; do
@@ -34,6 +38,11 @@ for opts in sheaves=0 sheaves=0,cpu_partial=0; do
         fi
     done
 done
+if [ $gapi = 2 ]; then
+    for opts in sheaves=0 sheaves=0,cpu_partial=0; do
+        check "malloc/glibc_api --sized-only with $opts" -- env SLABKIT_OPTIONS=$opts "$M/glibc_api" --sized-only
+    done
+fi
 if [ $extra = 2 ]; then
     check "slab/stress_cross_cpu with sheaves=0 and rseq off" -e "via the lock fallback" -- \
         env SLABKIT_OPTIONS=sheaves=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"

@@ -9,6 +9,8 @@
 #     on other threads, every object checked), also with rseq off (the
 #     lock fallback);
 #   - tests/malloc/fork_stress and fork_repair: fork while threads allocate;
+#   - tests/malloc/glibc_api: mallinfo2, malloc_info, mallopt and the sized
+#     frees on SLAB's classes;
 #   - the ThreadSanitizer build of stress_cross_cpu (rseq off), when built;
 #   - a real program: sort(1) of a generated file under LD_PRELOAD, its
 #     output equal to sort's without slabkit.
@@ -22,7 +24,7 @@ if [ ! -x "$S/objperslab" ] || [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$M/fork
     exit 0
 fi
 TS=$B/tsan/tests/slab/stress_cross_cpu
-if [ -x "$TS" ]; then echo "1..16"; else echo "1..14"; fi
+if [ -x "$TS" ]; then echo "1..18"; else echo "1..16"; fi
 for mgmt in onslab page; do
     o=allocator=slab,slab_mgmt=$mgmt
     check "objperslab with $o (the seed's table)" -e "slab_mgmt=$mgmt" -- env SLABKIT_OPTIONS=$o "$S/objperslab"
@@ -31,6 +33,7 @@ for mgmt in onslab page; do
         env SLABKIT_OPTIONS=$o GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
     check "fork_stress with $o" -- env SLABKIT_OPTIONS=$o "$M/fork_stress"
     check "fork_repair with $o" -- env SLABKIT_OPTIONS=$o "$M/fork_repair"
+    check "glibc_api with $o" -- env SLABKIT_OPTIONS=$o "$M/glibc_api"
     if [ -x "$TS" ]; then
         check "ThreadSanitizer stress_cross_cpu with $o" -- \
             env SLABKIT_OPTIONS=$o GLIBC_TUNABLES=glibc.pthread.rseq=0 TSAN_OPTIONS=halt_on_error=1 "$TS"
