@@ -50,6 +50,7 @@
 
 #define LEAK_GRANULE_SHIFT 4       /* one mark bit per 16 bytes (strides are 16+) */
 #define LEAK_DRAIN_AT 4096         /* root scans drain the work list beyond this */
+#define LEAK_CHUNK 4096            /* bytes of an object scanned at a time */
 #define LEAK_TLS_SPAN ((uintptr_t)256 << 10)
 #define LEAK_MAX_GROUPS 128
 
@@ -308,8 +309,9 @@ static void leak_scan_root(struct leak_scan *ls, uintptr_t lo, uintptr_t hi)
     leak_drain(ls);
 }
 
-/* Scan gray objects until none is left (depth first: the list stays short
- * for lists and trees; an object holding N pointers adds N items). */
+/* Scan gray objects until none is left, depth first: the list holds at
+ * most LEAK_CHUNK / 8 items per level of the reference graph being
+ * walked (a linked list: a few; a tree: chunk x depth). */
 static void leak_drain(struct leak_scan *ls)
 {
     if (ls->draining)
@@ -317,8 +319,19 @@ static void leak_drain(struct leak_scan *ls)
     ls->draining = true;
     while (ls->work_len) {
         struct leak_item it = ls->work[--ls->work_len];
-        ls->heap_bytes += it.len;
-        leak_scan_words(ls, it.start, it.start + (it.len & ~(size_t)7));
+        size_t n = it.len & ~(size_t)7;
+        if (n > LEAK_CHUNK) {
+            /* A big object goes in chunks, its rest back on the list
+             * under what this chunk adds (kmemleak's scan_large_block):
+             * an array of N pointers adds at most LEAK_CHUNK / 8 items
+             * at a time, not N. */
+            ls->work[ls->work_len].start = it.start + LEAK_CHUNK;
+            ls->work[ls->work_len].len = it.len - LEAK_CHUNK;
+            ls->work_len++;
+            n = LEAK_CHUNK;
+        }
+        ls->heap_bytes += n;
+        leak_scan_words(ls, it.start, it.start + n);
     }
     ls->draining = false;
 }
