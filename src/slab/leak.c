@@ -336,6 +336,38 @@ static void leak_drain(struct leak_scan *ls)
     ls->draining = false;
 }
 
+/*
+ * slabkit's own heap objects: allocator=slab keeps the management of big
+ * objects' slabs (struct slab and index array) off the slab, kmalloc'd
+ * (SLAB's off-slab management), pointed to from the slab's descriptor,
+ * which is no root.  Mark them as referenced without scanning them (their
+ * s_mem points at the slab's first object, which must not count), as the
+ * kernel's SLAB told kmemleak about its own management.
+ */
+static void leak_mark_slab_metadata(struct leak_scan *ls)
+{
+    for (size_t i = 0; i < ls->nr_slices; i++) {
+        struct leak_slice *sl = &ls->slices[i];
+        if (sl->s->kind == VM_SLICE_DIRECT)
+            continue;
+        size_t npages = (sl->nbits << LEAK_GRANULE_SHIFT) >> SK_PAGE_SHIFT;
+        struct sk_page *first = (struct sk_page *)sl->s->pages;
+        for (size_t p = 0; p < npages; p++) {
+            struct sk_page *pg = first + p;
+            if ((pg_flags(pg) & (PG_HEAD | PG_SLAB)) != (PG_HEAD | PG_SLAB))
+                continue;
+            struct slab_cache *c = pg->slab.cache;
+            if (c->mode == SLAB_MODE_CLASSIC && c->classic.off_slab) {
+                uintptr_t mgmt = c->classic.onslab ? (uintptr_t)pg->slab.freelist : (uintptr_t)pg->slab.counters;
+                struct leak_obj o;
+                if (leak_resolve(ls, mgmt, &o))
+                    *o.word |= o.mask;
+            }
+            p += ((size_t)1 << c->order) - 1;
+        }
+    }
+}
+
 /* ---- roots: /proc/self/maps, modules, threads ---- */
 
 static bool leak_read_file(struct leak_scan *ls, const char *path)
@@ -709,6 +741,7 @@ SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, ui
             os_printf(fd, "slabkit: leak_check: no memory for the scan\n");
         goto out;
     }
+    leak_mark_slab_metadata(&ls);
     leak_scan_self(&ls, regs, nregs, frame);
     dl_iterate_phdr(leak_phdr, &ls);
     leak_scan_threads(&ls);

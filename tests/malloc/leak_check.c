@@ -10,6 +10,7 @@
  *    block from a global; it prints every address, then exit(0).  The
  *    report at exit lists exactly the three leaks, with their sizes, in
  *    kmemleak's format, and none of the referenced objects;
+ *    The same under allocator=slab (both slab_mgmt layouts) and sheaves=0;
  *  - "ondemand" without the option: sk_leak_check() returns 3 and prints
  *    the same three; once the global's pointer is cleared it returns 4;
  *    an object referenced only from the stack of another thread (asleep
@@ -294,6 +295,21 @@ int main(int argc, char **argv)
        "and groups them by size class");
     if (tap_failed)
         diag("child stdout:\n%s\nchild stderr:\n%.4000s", out, err);
+
+    /* The same under the other slab layers: SLAB (whose big caches kmalloc
+     * their slab management: slabkit's own, never reported) and SLUB 2011. */
+    static const char *const layers[] = { "allocator=slab", "allocator=slab,slab_mgmt=onslab", "sheaves=0" };
+    for (unsigned k = 0; k < sizeof layers / sizeof layers[0]; k++) {
+        char opts[128];
+        snprintf(opts, sizeof opts, "leak_check=1,%s", layers[k]);
+        rc = run(exit_argv, opts, NULL, out, sizeof out, err, sizeof err);
+        int found = 0;
+        for (int i = 0; i < 3; i++)
+            found += reported_size(err, addr_of(out, "leak", i)) > 0;
+        ok(rc == 0 && found == 3 && count_lines(err, "unreferenced object 0x") == 3,
+           "%s: exactly the 3 leaks reported (rc %d, %d of them among %d entries)", opts, rc, found,
+           count_lines(err, "unreferenced object 0x"));
+    }
 
     /* ---- on demand ---- */
     char *od_argv[] = { "/proc/self/exe", "--child", "ondemand", NULL };
