@@ -725,8 +725,11 @@ static int leak_busy;
  */
 SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, uintptr_t frame)
 {
-    if (!slab_ready())
+    if (!slab_ready()) {
+        if (fd >= 0)
+            os_printf(fd, "slabkit: leak_check: 0 unreferenced objects (no heap: nothing was allocated)\n");
         return 0;
+    }
     int expect = 0;
     if (!__atomic_compare_exchange_n(&leak_busy, &expect, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         errno = EBUSY;
