@@ -504,13 +504,17 @@ static void leak_scan_threads(struct leak_scan *ls)
     snprintf(self, sizeof self, "%d", os_gettid());
     /* Collect the stack pointers first (reading each task's file reuses
      * ls->maps), then the maps, then scan. */
-    enum { MAX_SP = 4096 };
-    size_t sp_bytes = page_round(MAX_SP * sizeof(uintptr_t));
+    enum { MAX_SP = 4096, DIRENT_BYTES = 4096 };
+    size_t sp_bytes = page_round(MAX_SP * sizeof(uintptr_t)) + DIRENT_BYTES;
     uintptr_t *sps = leak_map(sp_bytes);
+    if (!sps) {
+        close(dfd);
+        return;
+    }
+    char *buf = (char *)sps + page_round(MAX_SP * sizeof(uintptr_t));   /* not on the stack */
     size_t nsp = 0;
-    char buf[4096] __attribute__((aligned(8)));
     for (;;) {
-        long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+        long n = syscall(SYS_getdents64, dfd, buf, DIRENT_BYTES);
         if (n <= 0)
             break;
         for (long off = 0; off < n;) {
@@ -519,7 +523,7 @@ static void leak_scan_threads(struct leak_scan *ls)
             if (d->d_name[0] < '0' || d->d_name[0] > '9' || !strcmp(d->d_name, self))
                 continue;
             uintptr_t sp = leak_thread_sp(ls, d->d_name);
-            if (sp && sps && nsp < MAX_SP) {
+            if (sp && nsp < MAX_SP) {
                 sps[nsp++] = sp;
                 ls->threads_seen++;
             } else {
@@ -528,8 +532,6 @@ static void leak_scan_threads(struct leak_scan *ls)
         }
     }
     close(dfd);
-    if (!sps)
-        return;
     if (leak_read_file(ls, "/proc/self/maps"))
         for (size_t i = 0; i < nsp; i++) {
             uintptr_t lo, hi;
