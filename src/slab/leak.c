@@ -794,15 +794,9 @@ out:
     __asm__ volatile("movq %%rbx, %0\n\tmovq %%rbp, %1\n\tmovq %%r12, %2\n\t"   \
                      "movq %%r13, %3\n\tmovq %%r14, %4\n\tmovq %%r15, %5"        \
                      : "=m"(r[0]), "=m"(r[1]), "=m"(r[2]), "=m"(r[3]), "=m"(r[4]), "=m"(r[5]))
-#elif defined(__aarch64__)
-#define LEAK_NREGS 11
-#define LEAK_SAVE_REGS(r)                                                                   \
-    __asm__ volatile("stp x19, x20, %0\n\tstp x21, x22, %1\n\tstp x23, x24, %2\n\t"         \
-                     "stp x25, x26, %3\n\tstp x27, x28, %4\n\tstr x29, %5"                  \
-                     : "=m"(*(uintptr_t(*)[2])&r[0]), "=m"(*(uintptr_t(*)[2])&r[2]),        \
-                       "=m"(*(uintptr_t(*)[2])&r[4]), "=m"(*(uintptr_t(*)[2])&r[6]),        \
-                       "=m"(*(uintptr_t(*)[2])&r[8]), "=m"(r[10]))
 #else
+/* Elsewhere the prologue spills every callee-saved register into this
+ * frame, above regs[], which the stack scan covers. */
 #define LEAK_NREGS 1
 #define LEAK_SAVE_REGS(r) __builtin_unwind_init()
 #endif
