@@ -29,9 +29,11 @@
  *  - every other thread blocked in a system call: its stack from the
  *    stack pointer the kernel shows in /proc/self/task/TID/syscall to the
  *    top of the mapping (glibc puts a thread's TCB and static TLS there).
- *    There is no stop-the-world: a running thread's stack and any
- *    thread's registers are not scanned, and memory changed during the
+ *    There is no stop-the-world: a running thread's stack and other
+ *    threads' registers are not scanned, and memory changed during the
  *    scan can be misjudged either way.
+ * allocator=slab's off-slab management (kmalloc'd, held by slab
+ * descriptors) is slabkit's own: marked up front, never scanned.
  * Nothing of the scan's own state comes from malloc: the slice table, the
  * mark bitmaps (one bit per 16 bytes of heap), the work list and the
  * /proc text all live in private mmaps, unmapped at the end.
