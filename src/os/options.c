@@ -37,6 +37,7 @@ struct sk_options sk_opt = {
     .shmem_limit_mb = 0,
     .swap_file = "",
     .sized_check = 0,
+    .leak_check = 0,
 };
 
 /* A value given by name; a list ends with a NULL name. */
@@ -86,6 +87,7 @@ static const struct option_def defs[] = {
     { "page_microopt", &sk_opt.page_microopt, 0, 1, "seed 001's page/shmem/LRU micro-optimisations (0: before)", NULL },
     { "shmem_limit_mb", &sk_opt.shmem_limit_mb, 0, 1 << 20, "resident MiB of sk_file pages before they swap (0: none)", NULL },
     { "sized_check", &sk_opt.sized_check, 0, 1, "free_sized and sized delete check the size (0: trust it)", NULL },
+    { "leak_check", &sk_opt.leak_check, 0, 1, "report unreferenced heap objects at exit (kmemleak, docs/kmemleak.md)", NULL },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */

@@ -140,6 +140,7 @@ struct sk_options {
     long shmem_limit_mb;     /* resident sk_file pages above this swap out (0: no limit) */
     char swap_file[256];     /* where they go (swap_file=PATH; empty: no swap) */
     long sized_check;        /* sized frees look the object up and check the size */
+    long leak_check;         /* kmemleak: scan for unreferenced objects at exit (src/slab/leak.c) */
 };
 enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
 enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */

@@ -164,6 +164,11 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
                                              const void *p, const struct slab_cache *c,
                                              const void *object);
 
+/* leak_check (leak.c): scan for unreferenced objects, report them to fd
+ * (kmemleak's format), return their number; -1 when the scan cannot run.
+ * No allocation. */
+long slab_leak_check_fd(int fd);
+
 /* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
 void slabinfo_write(int fd);
 
