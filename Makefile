@@ -106,7 +106,7 @@ $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)
-	$(CXX) -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<
+	$(CXX) -std=gnu++17 -fsized-deallocation -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<
 
 $(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit.a
 	@mkdir -p $(dir $@)

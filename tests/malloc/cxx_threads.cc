@@ -164,18 +164,20 @@ int main()
 
     bool threw = false;
     try {
+        // Called, not a new-expression: a compiler may elide a
+        // new-expression's allocation (clang does), never a call.
         volatile std::size_t huge = static_cast<std::size_t>(1) << 62;
-        char *p = new char[huge];
+        char *p = static_cast<char *>(::operator new[](huge));
         p[0] = 1;
-        delete[] p;
+        ::operator delete[](p);
     } catch (const std::bad_alloc &) {
         threw = true;
     }
     check(threw, "new of 2^62 bytes throws std::bad_alloc");
     volatile std::size_t huge = static_cast<std::size_t>(1) << 62;
-    char *np = new (std::nothrow) char[huge];
+    void *np = ::operator new[](huge, std::nothrow);
     check(np == nullptr, "nothrow new of 2^62 bytes returns nullptr");
-    delete[] np;
+    ::operator delete[](np);
 
     // Proof that new/delete went through slabkit, when it is preloaded.
     using usable_fn = std::size_t (*)(const void *);
