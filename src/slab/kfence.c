@@ -110,7 +110,7 @@ static void track_record(struct kfence_track *t)
 static const char *const entry_names[] = {
     "malloc", "calloc", "realloc", "reallocarray", "free", "cfree", "free_sized", "free_aligned_sized",
     "aligned_alloc", "posix_memalign", "memalign", "valloc", "pvalloc", "malloc_usable_size",
-    "sk_", "kfence", "kmalloc", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZnwmRKSt9nothrow_t",
+    "sk_", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZnwmRKSt9nothrow_t",
 };
 
 /* Is the return address a frame of slabkit's allocator itself?  In the
