@@ -394,11 +394,15 @@ static void chain(int sig, siginfo_t *si, void *uc)
         return;
     }
     if (old_segv.sa_handler == SIG_DFL || old_segv.sa_handler == SIG_IGN) {
-        /* Return to the faulting instruction with the default action. */
+        /* Return to the faulting instruction with the default action; a
+         * signal sent by a process (kill, raise) is not repeated by
+         * returning: send it again, delivered once this handler returns. */
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
         sigaction(sig, &dfl, NULL);
+        if (si->si_code <= 0)
+            raise(sig);
         return;
     }
     old_segv.sa_handler(sig);

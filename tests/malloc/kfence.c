@@ -18,7 +18,11 @@
  *     freeable there, and the child gets samples of its own (its timer
  *     thread starts at its first malloc);
  *   - with the pool full (kfence_pages=4, a re-executed copy), sampling
- *     skips: no object comes from the pool until one is freed.
+ *     skips: no object comes from the pool until one is freed;
+ *   - faults outside the pool are not KFENCE's: with no handler of the
+ *     program's, the process dies of SIGSEGV as it would without slabkit,
+ *     silently; a handler the program installed before slabkit set KFENCE
+ *     up still gets them (a re-executed copy that installs one first).
  *
  * The test re-executes itself with the options set (they are read once, at
  * the first malloc, which may be libc's own).  It links with -rdynamic
@@ -32,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -383,18 +388,47 @@ static int pool_full_run(void)
     return 0;
 }
 
+/* A fault on a page nobody maps (just unmapped): not in the pool. */
+static void wild_fault(void)
+{
+    char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        _exit(92);
+    munmap(m, 4096);
+    *(volatile char *)m = 1;
+}
+
+static void own_handler(int sig)
+{
+    (void)sig;
+    _exit(42);
+}
+
+/* Installs its SIGSEGV handler before the first malloc sets KFENCE up. */
+static int chain_run(void)
+{
+    signal(SIGSEGV, own_handler);
+    free(malloc_fn(32));
+    if (!kfence_get(32, ANY))
+        return 3;
+    wild_fault();
+    return 4;
+}
+
 int main(int argc, char **argv)
 {
     const char *opts = getenv("SLABKIT_OPTIONS");
     if (argc > 1 && !strcmp(argv[1], "--pool-full"))
         return pool_full_run();
+    if (argc > 1 && !strcmp(argv[1], "--chain"))
+        return chain_run();
     if (!opts || !strstr(opts, "kfence=1")) {
         setenv("SLABKIT_OPTIONS", "kfence=1", 1);
         execl("/proc/self/exe", argv[0], (char *)NULL);
         BAIL("exec /proc/self/exe failed");
     }
     bail_out_after(240, "kfence test hung");
-    plan((int)(sizeof cases / sizeof cases[0]) + 9);
+    plan((int)(sizeof cases / sizeof cases[0]) + 11);
     for (size_t i = 0; i < (sizeof cases / sizeof cases[0]); i++)
         run_case(&cases[i]);
     good_cases();
@@ -411,6 +445,40 @@ int main(int argc, char **argv)
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
        "a full pool (kfence_pages=4) skips sampling until an object is freed");
     if (!WIFEXITED(status) || WEXITSTATUS(status))
+        diag("status %#x", status);
+
+    int err[2];
+    if (pipe(err))
+        BAIL("pipe");
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        close(err[0]);
+        dup2(err[1], 2);
+        wild_fault();
+        _exit(93);
+    }
+    close(err[1]);
+    char buf[256];
+    ssize_t got = read(err[0], buf, sizeof buf);
+    close(err[0]);
+    waitpid(pid, &status, 0);
+    ok(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV && got == 0,
+       "a fault outside the pool kills with SIGSEGV, no report (the default action, chained)");
+    if (!WIFSIGNALED(status) || got)
+        diag("status %#x, %zd bytes on stderr", status, got);
+
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", argv[0], "--chain", (char *)NULL);
+        _exit(99);
+    }
+    waitpid(pid, &status, 0);
+    ok(WIFEXITED(status) && WEXITSTATUS(status) == 42,
+       "a SIGSEGV handler installed before KFENCE's still gets faults outside the pool");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 42)
         diag("status %#x", status);
     return done_testing();
 }
