@@ -39,7 +39,6 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <execinfo.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +138,13 @@ static int skip_allocator(void *const *frames, int n)
     return i == n ? 0 : i;
 }
 
-/* A module's path for addr2line: the main program's may come back empty. */
-static const char *module_name(const Dl_info *di, char *buf, size_t size)
+/* The main program's path (dladdr may give it as ""), read at set-up. */
+static char exe_path[256] = "?";
+
+/* A module's path for addr2line. */
+static const char *module_name(const Dl_info *di)
 {
-    if (di->dli_fname && di->dli_fname[0])
-        return di->dli_fname;
-    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-    if (n <= 0)
-        return "?";
-    buf[n] = 0;
-    return buf;
+    return di->dli_fname && di->dli_fname[0] ? di->dli_fname : exe_path;
 }
 
 /* The offset addr2line -e takes: from the load base for position-
@@ -159,39 +155,51 @@ static uintptr_t module_offset(const Dl_info *di, uintptr_t addr)
     return eh && eh->e_type == ET_EXEC ? addr : addr - (uintptr_t)eh;
 }
 
+/* A frame's address: a return address (ret) is looked up one byte back,
+ * inside its call instruction, so that its module offset is what
+ * addr2line needs to name the line of the call; the name's offset is the
+ * address itself, as the kernel prints it.  Frames stay small: reports
+ * may run on a signal stack. */
+struct frame_name {
+    const char *sym, *module;
+    unsigned long sym_off, mod_off;
+};
+
+static bool frame_name(void *addr, bool ret, struct frame_name *f)
+{
+    Dl_info di;
+    uintptr_t a = (uintptr_t)addr, look = a - ret;
+    if (!dladdr((void *)look, &di))
+        return false;
+    f->sym = di.dli_sname && di.dli_saddr ? di.dli_sname : NULL;
+    f->sym_off = f->sym ? (unsigned long)(a - (uintptr_t)di.dli_saddr) : 0;
+    f->module = module_name(&di);
+    f->mod_off = (unsigned long)module_offset(&di, look);
+    return true;
+}
+
 /* "name+0xoff" where dladdr knows a name, else "module+0xoff". */
 static void format_frame(char *buf, size_t size, void *addr, bool ret)
 {
-    Dl_info di;
-    char path[PATH_MAX];
-    uintptr_t a = (uintptr_t)addr;
-    if (!dladdr((void *)(ret ? a - 1 : a), &di)) {
-        snprintf(buf, size, "0x%lx", (unsigned long)a);
-        return;
-    }
-    if (di.dli_sname && di.dli_saddr)
-        snprintf(buf, size, "%s+0x%lx", di.dli_sname, (unsigned long)(a - (uintptr_t)di.dli_saddr));
+    struct frame_name f;
+    if (!frame_name(addr, ret, &f))
+        snprintf(buf, size, "0x%lx", (unsigned long)(uintptr_t)addr);
+    else if (f.sym)
+        snprintf(buf, size, "%s+0x%lx", f.sym, f.sym_off);
     else
-        snprintf(buf, size, "%s+0x%lx", module_name(&di, path, sizeof path),
-                 (unsigned long)module_offset(&di, a));
+        snprintf(buf, size, "%s+0x%lx", f.module, f.mod_off);
 }
 
-/* One frame a line: " name+0xoff (module+0xoff)", or " module+0xoff"
- * where dladdr has no name.  A return address (ret) is looked up and its
- * module offset given one byte back, inside the call instruction, so that
- * addr2line names the line of the call. */
+/* One frame a line: " name+0xoff (module+0xoff)", or " module+0xoff". */
 static void print_frame(void *addr, bool ret)
 {
-    char name[PATH_MAX + 64];
-    format_frame(name, sizeof name, addr, ret);
-    Dl_info di;
-    char path[PATH_MAX];
-    uintptr_t a = (uintptr_t)addr - ret;
-    if (dladdr((void *)a, &di) && di.dli_sname)
-        os_printf(2, " %s (%s+0x%lx)\n", name, module_name(&di, path, sizeof path),
-                  (unsigned long)module_offset(&di, a));
+    struct frame_name f;
+    if (!frame_name(addr, ret, &f))
+        os_printf(2, " 0x%lx\n", (unsigned long)(uintptr_t)addr);
+    else if (f.sym)
+        os_printf(2, " %s+0x%lx (%s+0x%lx)\n", f.sym, f.sym_off, f.module, f.mod_off);
     else
-        os_printf(2, " %s\n", name);
+        os_printf(2, " %s+0x%lx\n", f.module, f.mod_off);
 }
 
 static void print_frames(void *const *frames, int n)
@@ -241,7 +249,7 @@ static __attribute__((noreturn)) void report_call(const char *what, uint32_t i, 
     void *frames[KFENCE_FRAMES];
     int n = backtrace(frames, KFENCE_FRAMES);
     int skip = skip_allocator(frames, n);
-    char fn[PATH_MAX + 64];
+    char fn[320];
     format_frame(fn, sizeof fn, frames[skip], true);
     os_printf(2, "%sBUG: KFENCE: %s in %s\n\n", rule, what, fn);
     os_printf(2, "%s", line);
@@ -468,7 +476,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucp)
             first = k;
             break;
         }
-    char fn[PATH_MAX + 64];
+    char fn[320];
     if (ip)
         format_frame(fn, sizeof fn, ip, false);
     else
@@ -525,6 +533,9 @@ static int setup(void)
         Dl_info me;
         self_shared = !dladdr((void *)getauxval(AT_ENTRY), &me) || me.dli_fbase != di.dli_fbase;
     }
+    ssize_t len = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
+    if (len > 0)
+        exe_path[len] = 0;
     /* The unwinder loads on the first call, allocating: do that now. */
     void *warm[4];
     backtrace(warm, 4);
