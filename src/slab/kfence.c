@@ -9,8 +9,9 @@
  * in a FIFO, so a freed page stays protected for as long as possible
  * before it is reused (the quarantine).  An object sits against one end
  * of its page, alternately left (underflows hit the guard page) and right
- * (its end at the page end rounded down to 16 bytes: overflows hit the
- * guard page); the rest of the page is canary bytes, checked at free.
+ * (its end at the page end, its start rounded down to its kmalloc class's
+ * alignment: overflows hit the guard page); the rest of the page is canary
+ * bytes, checked at free.
  *
  * Sampling: a timer thread wakes every kfence ms and, when no sample is
  * pending and a slot is free, arms: it diverts the small-malloc tables to
@@ -307,7 +308,12 @@ static void *kfence_alloc(size_t size)
     }
     if (!size)
         size = 1;
-    uintptr_t obj = right ? SK_ALIGN_DOWN(page + SK_PAGE_SIZE - size, 16) : page;
+    /* The alignment its class would have given it: kmalloc classes are
+     * naturally aligned (sk_malloc(4096) is page-aligned), at least 16. */
+    size_t align = kmalloc_caches[kmalloc_index(size)]->align;
+    if (align < 16)
+        align = 16;
+    uintptr_t obj = right ? SK_ALIGN_DOWN(page + SK_PAGE_SIZE - size, align) : page;
     struct kfence_slot *s = &slots[i];
     for (uintptr_t a = page; a < obj; a++)
         *(uint8_t *)a = CANARY(a);

@@ -13,7 +13,8 @@
  *     function that called malloc;
  *   - a sampled object works as any other: malloc_usable_size is its
  *     size, realloc moves it with its contents, calloc's is zero,
- *     free_sized frees it;
+ *     free_sized frees it, and it is aligned as its kmalloc class would
+ *     align it;
  *   - a forked child keeps the pool: the parent's object is readable and
  *     freeable there, and the child gets samples of its own (its timer
  *     thread starts at its first malloc);
@@ -340,6 +341,23 @@ static void good_cases(void)
         ok(!sk_kfence_object(p), "free_sized frees a sampled object (kfence routes sized frees by lookup)");
     }
 
+    /* Natural alignment, as the class would give: sk_malloc(2048) is
+     * 2048-aligned, sk_malloc(3000) (kmalloc-3072) 1024-aligned, whether
+     * the object sits at its page's start or against its end. */
+    int aligned = 1, sampled = 0;
+    double end = now_s() + 10;
+    while (sampled < 6 && now_s() < end) {
+        size_t n = sampled & 1 ? 3000 : 2048, a = sampled & 1 ? 1024 : 2048;
+        char *o = sk_malloc(n);
+        if (sk_kfence_object(o)) {
+            sampled++;
+            aligned &= (uintptr_t)o % a == 0;
+        }
+        sk_free(o);
+        usleep(50);
+    }
+    ok(sampled == 6 && aligned, "sampled objects keep their class's natural alignment (sk_malloc 2048, 3000)");
+
     char *shared = kfence_get(32, ANY);
     if (!shared)
         BAIL("no sample");
@@ -428,7 +446,7 @@ int main(int argc, char **argv)
         BAIL("exec /proc/self/exe failed");
     }
     bail_out_after(240, "kfence test hung");
-    plan((int)(sizeof cases / sizeof cases[0]) + 11);
+    plan((int)(sizeof cases / sizeof cases[0]) + 12);
     for (size_t i = 0; i < (sizeof cases / sizeof cases[0]); i++)
         run_case(&cases[i]);
     good_cases();
