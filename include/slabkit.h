@@ -214,6 +214,18 @@ SK_API void free_sized(void *p, size_t size) SK_THROW;
 SK_API void free_aligned_sized(void *p, size_t align, size_t size) SK_THROW;
 SK_API size_t malloc_good_size(size_t size) SK_THROW;
 
+/* ---- leak check (kmemleak, docs/kmemleak.md) ----------------------------- */
+
+/*
+ * Scan the heap conservatively from the roots (every module's data and bss,
+ * this thread's stack, registers and TLS, the stacks of threads sleeping in
+ * the kernel) and report every allocated object no word points at or into,
+ * in kmemleak's format, on stderr.  Returns the number of unreferenced
+ * objects, or -1 (errno) when the scan cannot run (EBUSY: another scan is
+ * running).  Never allocates.  SLABKIT_OPTIONS=leak_check=1 runs it at exit.
+ */
+SK_API long sk_leak_check(void);
+
 /* ---- options ------------------------------------------------------------ */
 
 /* The value of a SLABKIT_OPTIONS key as slabkit uses it (defaults applied);

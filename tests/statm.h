@@ -12,17 +12,26 @@
 #define STATM_SIZE 0        /* address space */
 #define STATM_RESIDENT 1    /* resident set */
 
-static inline long statm_bytes(int field)
+/* A small /proc file into buf, NUL-terminated, with open/read only: its
+ * length, or -1. */
+static inline ssize_t proc_read(const char *path, char *buf, size_t size)
 {
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    ssize_t n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
         return -1;
     buf[n] = 0;
+    return n;
+}
+
+static inline long statm_bytes(int field)
+{
+    char buf[128];
+    if (proc_read("/proc/self/statm", buf, sizeof buf) < 0)
+        return -1;
     const char *s = buf;
     long v = -1;
     for (int f = 0; f <= field; f++) {

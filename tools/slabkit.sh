@@ -1,13 +1,14 @@
 #!/bin/sh
 # slabkit — run a program with slabkit as its malloc (like jemalloc.sh).
-#   slabkit [--slabinfo] [--options K=V,...] PROGRAM ARGS...
+#   slabkit [--slabinfo] [--leak-check] [--options K=V,...] PROGRAM ARGS...
 # --slabinfo       print the program's slabinfo to stderr when it exits
+# --leak-check     report unreferenced heap objects when it exits (kmemleak)
 # --options K=V,.. append to SLABKIT_OPTIONS (see README.md)
 # The library next to the script, by an absolute path (programs may chdir),
 # found through symlinks to the script.  `make install` rewrites this line.
 LIB="$(cd "$(dirname "$(readlink -f "$0" 2>/dev/null || echo "$0")")" && pwd)/libslabkit.so"
 usage() {
-    echo "usage: slabkit [--slabinfo] [--options K=V,...] PROGRAM [ARGS...]"
+    echo "usage: slabkit [--slabinfo] [--leak-check] [--options K=V,...] PROGRAM [ARGS...]"
     echo "  runs PROGRAM with slabkit ($LIB) preloaded as its malloc"
 }
 opts=${SLABKIT_OPTIONS:-}
@@ -16,6 +17,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     -h|--help) usage; exit 0 ;;
     --slabinfo) add slabinfo_at_exit=1; shift ;;
+    --leak-check) add leak_check=1; shift ;;
     --options) [ $# -ge 2 ] || { usage >&2; exit 2; }; add "$2"; shift 2 ;;
     --options=*) add "${1#--options=}"; shift ;;
     --) shift; break ;;

@@ -46,13 +46,9 @@ static inline void *malloc_inline(size_t size)
             return obj;
         }
     } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
-        /* 1-32 KiB: one table load too (every class here is 256-aligned). */
-        void *obj;
-        unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
-        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
-            ((uintptr_t *)obj)[1] = 0;
+        void *obj = kmalloc_mid_fast(size);   /* 1-32 KiB: one table load too */
+        if (likely(obj))
             return obj;
-        }
     }
     return malloc_slow(size);
 }

@@ -50,7 +50,7 @@ static ino_t exit_ino;
 static void exit_output_open(void)
 {
     struct stat st;
-    if (exit_fd >= 0 || sk_option("slabinfo_at_exit") <= 0)
+    if (exit_fd >= 0 || (sk_option("slabinfo_at_exit") <= 0 && sk_option("leak_check") <= 0))
         return;
     int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
     if (fd < 0)
@@ -86,10 +86,21 @@ static void atfork_register(void)
     pthread_atfork(NULL, NULL, fork_child);   /* no prepare: see above */
 }
 
+/* leak_check=1: the kmemleak scan when the process exits through exit(),
+ * registered at load so that it runs after the program's own atexit
+ * handlers and before libc's stdio is torn down. */
+static void leak_check_at_exit(void)
+{
+    int fd = exit_output_fd();
+    slab_leak_check_fd(fd >= 0 ? fd : -1);
+}
+
 __attribute__((constructor)) static void malloc_layer_load(void)
 {
     atfork_register();
     exit_output_open();
+    if (sk_opt.leak_check > 0)
+        atexit(leak_check_at_exit);
 }
 
 /* Called from the first slow path after initialisation. */

@@ -39,6 +39,7 @@ struct sk_options sk_opt = {
     .sized_check = 0,
     .kfence = 0,
     .kfence_pages = 255,
+    .leak_check = 0,
 };
 
 /* A value given by name; a list ends with a NULL name. */
@@ -92,6 +93,7 @@ static const struct option_def defs[] = {
       NULL },
     { "kfence_pages", &sk_opt.kfence_pages, 1, 16383, "objects in the KFENCE pool (each a page and a guard page)",
       NULL },
+    { "leak_check", &sk_opt.leak_check, 0, 1, "report unreferenced heap objects at exit (kmemleak, docs/kmemleak.md)", NULL },
 };
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */

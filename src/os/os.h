@@ -142,6 +142,7 @@ struct sk_options {
     long sized_check;        /* sized frees look the object up and check the size */
     long kfence;             /* KFENCE sample interval in ms (0: off; src/slab/kfence.c) */
     long kfence_pages;       /* objects in the KFENCE pool */
+    long leak_check;         /* kmemleak: scan for unreferenced objects at exit (src/slab/leak.c) */
 };
 enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
 enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */

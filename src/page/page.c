@@ -114,7 +114,8 @@ static void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsi
     pg->buddy.span = (uint32_t)span;
     __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
     list_add_head(list_of(z, order, clean), pg);
-    z->free_pages += 1ul << order;
+    /* Atomic: page_purger_wanted reads it without the lock. */
+    __atomic_store_n(&z->free_pages, z->free_pages + (1ul << order), __ATOMIC_RELAXED);
     z->dirty_pages += span;
 }
 
@@ -126,7 +127,7 @@ static unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     unsigned long span = clean ? 0 : pg->buddy.span;
     list_del(list_of(z, order, clean), pg);
     pg_set_flags(pg, 0);
-    z->free_pages -= 1ul << order;
+    __atomic_store_n(&z->free_pages, z->free_pages - (1ul << order), __ATOMIC_RELAXED);
     z->dirty_pages -= span;
     return span;
 }
@@ -1162,7 +1163,8 @@ static void zone_rebuild(struct zone *z)
 {
     memset(z->dirty, 0, sizeof z->dirty);
     memset(z->clean, 0, sizeof z->clean);
-    z->free_pages = z->dirty_pages = 0;
+    __atomic_store_n(&z->free_pages, 0, __ATOMIC_RELAXED);
+    z->dirty_pages = 0;
     z->partials = NULL;
     for (struct vm_slice *s = vm_slices(); s; s = s->next) {
         if (s->zone != z)

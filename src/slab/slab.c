@@ -80,16 +80,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         return NULL;
     char *base = page_address(pg);
     char *s_mem = base + c->reserved;
-    size_t pages = (size_t)1 << c->order;
-    for (size_t i = 1; i < pages; i++) {
-        pg[i].slab.cache = c;
-        pg[i].slab.s_mem = s_mem;
-        pg[i].slab.head = pg;
-        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL, __ATOMIC_RELEASE);
-    }
-    pg->slab.cache = c;
-    pg->slab.s_mem = s_mem;
-    pg->slab.head = pg;
+    slab_claim_pages(c, pg, s_mem);
     pg->slab.next = pg->slab.prev = NULL;
     pg->list_gen = 0;
     /* Chain every object in address order; construct each once, now.

@@ -164,6 +164,11 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
                                              const void *p, const struct slab_cache *c,
                                              const void *object);
 
+/* leak_check (leak.c): scan for unreferenced objects, report them to fd
+ * (kmemleak's format), return their number; -1 when the scan cannot run.
+ * No allocation. */
+long slab_leak_check_fd(int fd);
+
 /* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
 void slabinfo_write(int fd);
 
@@ -255,6 +260,22 @@ void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
  * free (so the fast path keeps nothing live across a call). */
 void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
+/* Claim the pages of a new slab of c at pg (order c->order) whose objects
+ * start at s_mem: every tail page points at its head, the head last. */
+static inline void slab_claim_pages(struct slab_cache *c, struct sk_page *pg, char *s_mem)
+{
+    size_t pages = (size_t)1 << c->order;
+    for (size_t i = 1; i < pages; i++) {
+        pg[i].slab.cache = c;
+        pg[i].slab.s_mem = s_mem;
+        pg[i].slab.head = pg;
+        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL, __ATOMIC_RELEASE);
+    }
+    pg->slab.cache = c;
+    pg->slab.s_mem = s_mem;
+    pg->slab.head = pg;
+}
+
 /* ---- the fast paths ---- */
 
 static inline void *slab_alloc(struct slab_cache *c)
@@ -311,6 +332,20 @@ extern uint8_t kmalloc_small_index[KMALLOC_SMALL_MAX / 8 + 1] SK_INTERNAL;
  * kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT]. */
 #define KMALLOC_MID_SHIFT 8
 extern uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] SK_INTERNAL;
+
+/* The fast path of KMALLOC_SMALL_MAX < size <= KMALLOC_MAX_CACHE_SIZE, for
+ * malloc and sk_malloc alike (every class here is 256-aligned): an object
+ * from this CPU's array with its free marker cleared, or NULL. */
+static inline void *kmalloc_mid_fast(size_t size)
+{
+    void *obj;
+    unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+    /* Acquire: kmalloc_init publishes the entry after its cache. */
+    if (!cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))
+        return NULL;
+    ((uintptr_t *)obj)[1] = 0;
+    return obj;
+}
 extern uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES] SK_INTERNAL;
 extern unsigned kmalloc_nr_classes SK_INTERNAL;
 

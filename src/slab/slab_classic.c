@@ -237,16 +237,7 @@ static bool cache_grow(struct slab_cache *c)
         offset += k->mgmt_size;
     }
     char *s_mem = base + offset;
-    size_t pages = (size_t)1 << c->order;
-    for (size_t i = 1; i < pages; i++) {
-        pg[i].slab.cache = c;
-        pg[i].slab.s_mem = s_mem;
-        pg[i].slab.head = pg;
-        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL, __ATOMIC_RELEASE);
-    }
-    pg->slab.cache = c;
-    pg->slab.s_mem = s_mem;
-    pg->slab.head = pg;
+    slab_claim_pages(c, pg, s_mem);
     struct slab_desc *d;
     bufctl_t *idx;
     if (k->onslab) {

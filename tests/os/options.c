@@ -114,6 +114,11 @@ int main(void)
     ok(sk_opt.allocator == SK_ALLOC_SLUB && sk_opt.slab_mgmt == SK_SLAB_MGMT_PAGE,
        "allocator=slub,slab_mgmt=page applied");
     sk_opt = defaults;
+    is(sk_opt.leak_check, 0, "leak_check defaults to 0");
+    is(parse_capture("leak_check"), 0, "leak_check (bare) accepted");
+    is(sk_opt.leak_check, 1, "leak_check on");
+    ok(parse_capture("leak_check=2") == 1 && sk_opt.leak_check == 1, "leak_check=2: one warning, value kept");
+    sk_opt = defaults;
     is(parse_capture("verbose"), 0, "bare key accepted");
     is(sk_opt.verbose, 1, "bare key means key=1");
     sk_opt = defaults;

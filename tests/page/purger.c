@@ -52,14 +52,8 @@ static int bg_off;
 static long tasks(void)
 {
     char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (proc_read("/proc/self/status", buf, sizeof buf) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     const char *t = strstr(buf, "\nThreads:");
     return t ? atol(t + 9) : -1;
 }

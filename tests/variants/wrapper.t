@@ -1,10 +1,10 @@
 #!/bin/sh
 # wrapper.t — tools/slabkit.sh, installed as build/slabkit (like
-# jemalloc.sh): `slabkit [--slabinfo] [--options K=V,...] PROGRAM ARGS...`
+# jemalloc.sh): `slabkit [--slabinfo] [--leak-check] [--options K=V,...] PROGRAM ARGS...`
 # runs PROGRAM with slabkit preloaded.  It must: find the library next to
 # itself by an absolute path (so programs that chdir keep it), also through
 # a symlink; keep a LIB= line that `make install` can rewrite; set
-# slabinfo_at_exit=1 for --slabinfo and append --options to any
+# slabinfo_at_exit=1 for --slabinfo, leak_check=1 for --leak-check, and append --options to any
 # SLABKIT_OPTIONS already set; keep earlier LD_PRELOAD entries; pass the
 # arguments through untouched and the exit status back; print usage for
 # -h/--help, and fail clearly for no program, an unknown option or a
@@ -26,7 +26,7 @@ is() {
 T=$(mktemp -d /tmp/slabkit-wrapper.XXXXXX) || exit 1
 trap 'rm -rf "$T"' EXIT
 unset SLABKIT_OPTIONS LD_PRELOAD
-echo "1..27"
+echo "1..28"
 
 # The script as built and as written.
 cmp -s "$ROOT/tools/slabkit.sh" "$W"
@@ -68,6 +68,7 @@ is "$("$T/bin/sk" sh -c 'echo "$LD_PRELOAD"')" "$LIB" "through a symlink elsewhe
 
 is "$("$W" sh -c 'echo "${SLABKIT_OPTIONS:-}"')" "" "no options: SLABKIT_OPTIONS stays empty"
 is "$("$W" --slabinfo sh -c 'echo "$SLABKIT_OPTIONS"')" "slabinfo_at_exit=1" "--slabinfo sets slabinfo_at_exit=1"
+is "$("$W" --leak-check sh -c 'echo "$SLABKIT_OPTIONS"')" "leak_check=1" "--leak-check sets leak_check=1"
 is "$("$W" --options cpu_partial=0,pcp=0 sh -c 'echo "$SLABKIT_OPTIONS"')" "cpu_partial=0,pcp=0" "--options K=V,K=V passes the options"
 is "$(SLABKIT_OPTIONS=verbose=0 "$W" --options=pcp=0 --slabinfo sh -c 'echo "$SLABKIT_OPTIONS"')" \
     "verbose=0,pcp=0,slabinfo_at_exit=1" "--options=K=V and --slabinfo append to SLABKIT_OPTIONS in order"
