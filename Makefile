@@ -100,9 +100,11 @@ $(B)/slabkit: tools/slabkit.sh
 	cp $< $@ && chmod +x $@
 
 # Unit tests link the static library: they may call layer-internal functions.
+# The KFENCE test exports its symbols, so that its reports name its functions.
+$(B)/tests/malloc/kfence: TEST_LDFLAGS := -rdynamic
 $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm
+	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)

@@ -79,6 +79,9 @@ SK_API void *sk_calloc(size_t nmemb, size_t size);
 SK_API void *sk_realloc(void *p, size_t size);
 SK_API void *sk_aligned_alloc(size_t align, size_t size);
 SK_API size_t sk_usable_size(const void *p);
+/* Whether p is a live object of the KFENCE pool (SLABKIT_OPTIONS=kfence=MS:
+ * sampled allocations between guard pages, docs/kfence.md): 1 or 0. */
+SK_API int sk_kfence_object(const void *p);
 /* Return free memory to the OS now (malloc_trim); bytes returned. */
 SK_API size_t sk_trim(void);
 

@@ -16,6 +16,8 @@
  *   SIZED_CHECK    slabkit's, with sized_check=1: look the object up, and
  *                  abort naming the call when the size is not its class
  *   SIZED_FORWARD  not slabkit's: call the program's unsized function
+ *   SIZED_LOOKUP   slabkit's, with kfence on: look the object up (a
+ *                  KFENCE object is in no class), do not check the size
  * The route is written once per entry point (relaxed: any thread that
  * resolves it finds the same answer).
  */
@@ -59,7 +61,7 @@ static inline void *malloc_aligned(size_t align, size_t size)
     return sk_aligned_alloc(align, malloc_size(size));
 }
 
-enum sized_route { SIZED_UNKNOWN, SIZED_TRUST, SIZED_CHECK, SIZED_FORWARD };
+enum sized_route { SIZED_UNKNOWN, SIZED_TRUST, SIZED_CHECK, SIZED_FORWARD, SIZED_LOOKUP };
 
 struct sized_entry {
     int route;                 /* enum sized_route; written once */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "malloc/malloc.h"
+#include "slab/kfence.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
@@ -171,7 +172,8 @@ ALIAS(free_aligned_sized) void free_aligned_sized(void *p, size_t align, size_t 
 
 static int sized_resolve(struct sized_entry *e)
 {
-    int r = !e->ours() ? SIZED_FORWARD : sk_option("sized_check") > 0 ? SIZED_CHECK : SIZED_TRUST;
+    int r = !e->ours() ? SIZED_FORWARD : sk_option("sized_check") > 0 ? SIZED_CHECK
+            : sk_option("kfence") > 0 ? SIZED_LOOKUP : SIZED_TRUST;
     __atomic_store_n(&e->route, r, __ATOMIC_RELAXED);
     return r;
 }
@@ -210,7 +212,7 @@ SK_NOINLINE void sized_free_slow(struct sized_entry *e, void *p, size_t size, si
         slab_free(c, p, e->call);
         return;
     }
-    if (route == SIZED_CHECK && want)   /* reports a bad pointer itself */
+    if (route == SIZED_CHECK && want && !kfence_addr(p))   /* reports a bad pointer itself */
         os_fatal("wrong size: %s(%p, %zu) of a %zu-byte block", e->call, p, size,
                  kmalloc_usable_nonslab(p, e->call));
     sk_free_slow(p, e->call);   /* a large block, or the report of a bad pointer */
@@ -410,4 +412,5 @@ static void fork_child(void)
             lock_reset(&nd->barn.lock);
         }
     }
+    kfence_atfork_child();
 }

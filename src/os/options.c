@@ -37,6 +37,8 @@ struct sk_options sk_opt = {
     .shmem_limit_mb = 0,
     .swap_file = "",
     .sized_check = 0,
+    .kfence = 0,
+    .kfence_pages = 255,
     .leak_check = 0,
 };
 
@@ -87,6 +89,10 @@ static const struct option_def defs[] = {
     { "page_microopt", &sk_opt.page_microopt, 0, 1, "seed 001's page/shmem/LRU micro-optimisations (0: before)", NULL },
     { "shmem_limit_mb", &sk_opt.shmem_limit_mb, 0, 1 << 20, "resident MiB of sk_file pages before they swap (0: none)", NULL },
     { "sized_check", &sk_opt.sized_check, 0, 1, "free_sized and sized delete check the size (0: trust it)", NULL },
+    { "kfence", &sk_opt.kfence, 0, 3600000, "KFENCE: one malloc of <= 4 KiB every this many ms is guarded (0: off)",
+      NULL },
+    { "kfence_pages", &sk_opt.kfence_pages, 1, 16383, "objects in the KFENCE pool (each a page and a guard page)",
+      NULL },
     { "leak_check", &sk_opt.leak_check, 0, 1, "report unreferenced heap objects at exit (kmemleak, docs/kmemleak.md)", NULL },
 };
 

@@ -140,6 +140,8 @@ struct sk_options {
     long shmem_limit_mb;     /* resident sk_file pages above this swap out (0: no limit) */
     char swap_file[256];     /* where they go (swap_file=PATH; empty: no swap) */
     long sized_check;        /* sized frees look the object up and check the size */
+    long kfence;             /* KFENCE sample interval in ms (0: off; src/slab/kfence.c) */
+    long kfence_pages;       /* objects in the KFENCE pool */
     long leak_check;         /* kmemleak: scan for unreferenced objects at exit (src/slab/leak.c) */
 };
 enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */

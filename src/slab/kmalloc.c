@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "slab/kfence.h"
 #include "slab/slab.h"
 
 static const uint32_t class_sizes[] = {
@@ -134,6 +135,20 @@ int kmalloc_init(void)
     return 0;
 }
 
+void kmalloc_tables_divert(bool divert)
+{
+    for (unsigned i = 0; i < kmalloc_nr_classes; i++)
+        if (kmalloc_class_size[i] <= KFENCE_MAX_SIZE)
+            __atomic_store_n(&kmalloc_arrays[i], divert ? cpu_empty_arrays : table_arrays(kmalloc_caches[i]),
+                             __ATOMIC_RELEASE);
+    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
+        size_t size = i ? (size_t)i * 16 : 16;
+        __atomic_store_n(&kmalloc_arrays16[i],
+                         divert ? cpu_empty_arrays : table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
+                         __ATOMIC_RELEASE);
+    }
+}
+
 /* ---- large blocks ---- */
 
 void *kmalloc_large(size_t size, size_t align)
@@ -200,6 +215,10 @@ static __attribute__((noreturn)) void bad_pointer(const void *p, const char *cal
 
 void kmalloc_free_nonslab(void *p, const char *call)
 {
+    if (unlikely(kfence_addr(p))) {
+        kfence_free(p, call);
+        return;
+    }
     struct vm_slice *s = vm_slice_of(p);
     if (s && s->kind == VM_SLICE_DIRECT) {
         struct sk_page *pg = (struct sk_page *)s->pages;
@@ -223,6 +242,8 @@ void kmalloc_free_nonslab(void *p, const char *call)
 
 size_t kmalloc_usable_nonslab(const void *p, const char *call)
 {
+    if (unlikely(kfence_addr(p)))
+        return kfence_size(p, call);
     struct vm_slice *s = vm_slice_of(p);
     if (s && s->kind == VM_SLICE_DIRECT) {
         struct sk_page *pg = (struct sk_page *)s->pages;
@@ -250,6 +271,11 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
     if (unlikely(slab_init() != 0))
         return NULL;
     page_purger_poll();   /* no lock held here: the purger may start */
+    if (unlikely(sk_opt.kfence)) {
+        void *k = kfence_poll(size);   /* armed: this one is sampled */
+        if (k)
+            return k;
+    }
     void *p = kmalloc_any(size);
     if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS)) {
         slab_release_all();
@@ -366,6 +392,8 @@ void *sk_realloc(void *p, size_t size)
          * find the object's class); the two smallest classes stay. */
         if (size <= old && (old <= 16 || kmalloc_caches[kmalloc_index(size)] == c))
             return p;
+    } else if (unlikely(kfence_addr(p))) {
+        old = kfence_size(p, "realloc");   /* a KFENCE object always moves */
     } else {
         old = kmalloc_usable_nonslab(p, "realloc");
         if (size <= old && size > KMALLOC_MAX_CACHE_SIZE && size > old / 2)

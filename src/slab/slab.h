@@ -376,6 +376,11 @@ size_t kmalloc_good_size(size_t size);
  * large block (after init). */
 struct slab_cache *kmalloc_aligned_cache(size_t align, size_t size);
 void *kmalloc_large(size_t size, size_t align);
+/* KFENCE's "static key" (kfence.c): divert the malloc tables of every class
+ * up to a page to the always-empty arrays (true), so the next small malloc
+ * takes the slow path, or point them back at the caches (false).  After
+ * init only; one caller at a time (kfence.c's arm state orders them). */
+void kmalloc_tables_divert(bool divert);
 void kmalloc_free_nonslab(void *p, const char *call);
 size_t kmalloc_usable_nonslab(const void *p, const char *call);
 
