@@ -363,6 +363,18 @@ static struct sk_page *reclaim_candidate(struct zone *z, int o)
     return NULL;
 }
 
+/* Take candidate pg (of order o) off its list onto the victims chain,
+ * through its own descriptor (off the lists, buddy.next is its). */
+static void reclaim_take(struct zone *z, struct sk_page *pg, unsigned o, struct sk_page **victims)
+{
+    zone_remove(z, pg);
+    pg->order = (uint8_t)o;
+    pg->buddy.next = *victims;
+    /* Release: a fork child that sees the flag sees the order. */
+    __atomic_store_n(&pg->flags, PG_PURGING, __ATOMIC_RELEASE);
+    *victims = pg;
+}
+
 static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t age_ms, unsigned long keep)
 {
     struct sk_page *victims = NULL;
@@ -372,12 +384,7 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
     for (int o = SK_MAX_ORDER; o >= 0 && n < RECLAIM_BATCH; o--) {
         struct sk_page *pg;
         while (n < RECLAIM_BATCH && (pg = reclaim_candidate(z, o)) && now - pg->buddy.freed_at >= age_ms) {
-            zone_remove(z, pg);
-            pg->order = (uint8_t)o;
-            pg->buddy.next = victims;
-            /* Release: a fork child that sees the flag sees the order. */
-            __atomic_store_n(&pg->flags, PG_PURGING, __ATOMIC_RELEASE);
-            victims = pg;
+            reclaim_take(z, pg, (unsigned)o, &victims);
             n++;
         }
     }
@@ -397,11 +404,7 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
         }
         if (!pg)
             break;
-        zone_remove(z, pg);
-        pg->order = (uint8_t)po;
-        pg->buddy.next = victims;
-        __atomic_store_n(&pg->flags, PG_PURGING, __ATOMIC_RELEASE);
-        victims = pg;
+        reclaim_take(z, pg, (unsigned)po, &victims);
         n++;
     }
     if (!n)
@@ -714,31 +717,45 @@ static bool zone_has_dirty(const struct zone *z, unsigned order)
  * purge and a fault per block.  Serving the request from the resident
  * block plus what follows it reuses that memory instead.
  */
+/* Whether the pages [q, end) of a slice are all free blocks, one after
+ * another from q (a partial slice's unmapped descriptors are zero: never
+ * free).  zone->lock held. */
+static bool zone_free_until(struct sk_page *first, size_t q, size_t end)
+{
+    while (q < end && (pg_flags(first + q) & PG_BUDDY))
+        q += (size_t)1 << first[q].order;
+    return q >= end;
+}
+
+/* Take the free blocks that zone_free_until found at [q, end) off the
+ * lists; the last one's part past end goes back.  Returns whether that
+ * part went back dirty.  zone->lock held. */
+static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, size_t end, uint64_t now)
+{
+    bool dirtied = false;
+    while (q < end) {
+        struct sk_page *b = first + q;
+        size_t span = (size_t)1 << b->order;
+        bool clean = zone_remove(z, b) == 0;
+        if (q + span > end) {                                /* the overshoot */
+            zone_free_range(z, first, end, q + span, clean, now);
+            dirtied |= !clean;
+        }
+        q += span;
+    }
+    return dirtied;
+}
+
 static struct sk_page *zone_take_run(struct zone *z, unsigned lo, size_t nr_pages, uint64_t now, bool *dirtied)
 {
     struct sk_page *pg = z->dirty[lo].head;
     for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
         struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
         size_t idx = (size_t)(pg - first), end = idx + nr_pages, q = idx + ((size_t)1 << lo);
-        if (end > SLICE_PAGES)
-            continue;
-        /* Free blocks all the way (a partial slice's unmapped descriptors
-         * are zero: never free). */
-        while (q < end && (pg_flags(first + q) & PG_BUDDY))
-            q += (size_t)1 << first[q].order;
-        if (q < end)
+        if (end > SLICE_PAGES || !zone_free_until(first, q, end))
             continue;
         zone_remove(z, pg);
-        for (q = idx + ((size_t)1 << lo); q < end;) {
-            struct sk_page *b = first + q;
-            size_t span = (size_t)1 << b->order;
-            bool clean = zone_remove(z, b) == 0;
-            if (q + span > end) {                            /* the overshoot */
-                zone_free_range(z, first, end, q + span, clean, now);
-                *dirtied |= !clean;
-            }
-            q += span;
-        }
+        *dirtied |= zone_take_until(z, first, q, end, now);
         return pg;
     }
     return NULL;
@@ -840,29 +857,11 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         return true;
     }
     lock_acquire(&z->lock);
-    size_t q = idx + nr;
-    while (q < end) {
-        struct sk_page *b = first + q;
-        if (!(pg_flags(b) & PG_BUDDY))
-            break;
-        q += (size_t)1 << b->order;
-    }
-    if (q < end) {
+    if (!zone_free_until(first, idx + nr, end)) {
         lock_release(&z->lock);
         return false;
     }
-    bool dirtied = false;
-    for (q = idx + nr; q < end;) {
-        struct sk_page *b = first + q;
-        size_t span = (size_t)1 << b->order;
-        bool clean = zone_remove(z, b) == 0;
-        if (q + span > end) {                                /* the overshoot */
-            zone_free_range(z, first, end, q + span, clean, now);
-            dirtied |= !clean;
-        }
-        q += span;
-    }
-    if (dirtied)
+    if (zone_take_until(z, first, idx + nr, end, now))
         zone_release_dirtied(z, now);
     else
         lock_release(&z->lock);
