@@ -112,6 +112,22 @@ static inline void tap_rerun_rseq_off(char **argv)
     exit(255);
 }
 
+/* A forked child's stderr, from the read end `fd` of its pipe, into buf
+ * (NUL-terminated, at most len - 1 bytes), then the child's wait status. */
+static inline int tap_child_stderr(pid_t pid, int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n < len - 1 && (r = read(fd, buf + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = 0;
+    close(fd);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return st;
+}
+
 /* Abort the test with a message (a bail-out, counted as a failure). */
 #define BAIL(...) do { printf("Bail out! "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); exit(255); } while (0)
 #endif

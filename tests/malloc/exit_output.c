@@ -103,14 +103,7 @@ static int run(const char *mode, const char *options, const char *file, char *er
         _exit(127);
     }
     close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n < errlen - 1 && (r = read(fds[0], err + n, errlen - 1 - n)) > 0)
-        n += (size_t)r;
-    err[n] = 0;
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    int st = tap_child_stderr(pid, fds[0], err, errlen);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 

@@ -359,14 +359,7 @@ static int child_abort(void (*fn)(void), char *err, size_t errlen)
         _exit(0);
     }
     close(fds[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n < errlen - 1 && (r = read(fds[0], err + n, errlen - 1 - n)) > 0)
-        n += (size_t)r;
-    err[n] = 0;
-    close(fds[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    int st = tap_child_stderr(pid, fds[0], err, errlen);
     return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
 }
 
