@@ -85,6 +85,18 @@ static cpu_arrays_t table_arrays(struct slab_cache *c)
     return c->slots ? cpu_empty_arrays : slab_arrays(c);
 }
 
+/* malloc's table (kmalloc_arrays16): each entry at its 16-byte-aligned
+ * class's arrays, or all at the always-empty set (KFENCE's diversion). */
+static void tables16_point(bool empty)
+{
+    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
+        size_t size = i ? (size_t)i * 16 : 16;
+        __atomic_store_n(&kmalloc_arrays16[i],
+                         empty ? cpu_empty_arrays : table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
+                         __ATOMIC_RELEASE);
+    }
+}
+
 int kmalloc_init(void)
 {
     /* allocator=slab has SLAB's classes (powers of two, 96, 192) and the
@@ -127,11 +139,7 @@ int kmalloc_init(void)
     }
     /* Size 0 gets the smallest malloc-aligned class, like glibc. */
     __atomic_store_n(&kmalloc_small_index[0], 1, __ATOMIC_RELAXED);
-    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
-        size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i], table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
-                         __ATOMIC_RELEASE);
-    }
+    tables16_point(false);
     return 0;
 }
 
@@ -141,12 +149,7 @@ void kmalloc_tables_divert(bool divert)
         if (kmalloc_class_size[i] <= KFENCE_MAX_SIZE)
             __atomic_store_n(&kmalloc_arrays[i], divert ? cpu_empty_arrays : table_arrays(kmalloc_caches[i]),
                              __ATOMIC_RELEASE);
-    for (unsigned i = 0; i <= KMALLOC_SMALL_MAX / 16; i++) {
-        size_t size = i ? (size_t)i * 16 : 16;
-        __atomic_store_n(&kmalloc_arrays16[i],
-                         divert ? cpu_empty_arrays : table_arrays(kmalloc_caches[kmalloc_small_index[size >> 3]]),
-                         __ATOMIC_RELEASE);
-    }
+    tables16_point(divert);
 }
 
 /* ---- large blocks ---- */
