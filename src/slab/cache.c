@@ -230,6 +230,9 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * paths, slab_classic.c). */
     if (sk_opt.allocator == SK_ALLOC_SLAB)
         slab_classic_setup(c);
+    /* Announced to memcheck / ASan: the sk_cache caches of the default
+     * mode, whose free objects only bracketed code touches (poison.h). */
+    c->poison = slab_poison_on && !kmalloc && !c->slots && c->mode != SLAB_MODE_CLASSIC;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -310,6 +313,7 @@ int slab_init(void)
     if (!slab_is_ready) {
         if (!slab_free_key)
             slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
+        slab_poison_init();
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
         if (r == 0)
             __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
@@ -361,10 +365,16 @@ sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigne
 
 void *sk_cache_alloc(sk_cache_t *cache)
 {
-    void *obj = slab_alloc((struct slab_cache *)cache);
+    struct slab_cache *c = (struct slab_cache *)cache;
+    if (slab_poisons(c)) {
+        void *obj = slab_alloc_poisoned(c);
+        SLAB_NO_TAIL_CALL();
+        return obj;
+    }
+    void *obj = slab_alloc(c);
     if (unlikely(!obj)) {
         slab_release_all();
-        obj = slab_alloc((struct slab_cache *)cache);
+        obj = slab_alloc(c);
     }
     return obj;
 }
@@ -379,6 +389,11 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
         if (pg)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
+    }
+    if (slab_poisons(c)) {
+        slab_free_poisoned(c, obj, "sk_cache_free");
+        SLAB_NO_TAIL_CALL();
+        return;
     }
     slab_free(c, obj, "sk_cache_free");
 }

@@ -36,6 +36,9 @@
  * slab that only that CPU hands out; it needs no atomics.
  * Free pointers are stored obfuscated (cache random ^ slot address), the
  * kernel's SLAB_FREELIST_HARDENED, behind get_fp/set_fp.
+ * A free object's words are read and written only through get_fp/set_fp
+ * and the marker helpers, which open them for memcheck and ASan just for
+ * the access when the cache is announced to them (poison.h).
  */
 #include <errno.h>
 #include <string.h>
@@ -93,6 +96,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         *slab_marker(c, obj) = SLAB_FRESH_KEY;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
+    slab_poison_slab(c, s_mem);
     union slab_counters cnt = { .v = 0 };
     cnt.inuse = c->objects;
     cnt.objects = c->objects;
@@ -117,6 +121,7 @@ static void discard_slab(struct slab_cache *c, struct sk_page *pg)
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
     pg_set_flags(pg, PG_HEAD);
+    slab_unpoison_slab(c, pg->slab.s_mem);
     stat(c, SK_FREE_SLAB);
     page_free(pg, c->order);
 }
@@ -403,7 +408,7 @@ void *slab_alloc_slow(struct slab_cache *c)
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
         book(c, slow_pops, 1);
-        slab_mark_live(c, first);
+        slab_mark_live_meta(c, first);
         return first;
     }
     void *buf[SLAB_BATCH_MAX];
@@ -459,7 +464,7 @@ refilled:;
     /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
      * ... in address order. */
     void *obj = buf[0];
-    slab_mark_live(c, obj);
+    slab_mark_live_meta(c, obj);
     if (n > 1) {
         unsigned m = n - 1;
         for (unsigned i = 0; i < m / 2; i++) {
