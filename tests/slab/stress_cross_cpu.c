@@ -30,6 +30,7 @@
  * mutex_spin=0/1.  Usage: stress_cross_cpu [objects per producer]
  *
  * TSAN: yes  (smaller: 8 producers, 8 consumers, 10000 objects each)
+ * ASAN: yes  (sk_cache objects poisoned while free; malloc is ASan's)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +43,7 @@
 #include <time.h>
 
 #include "cpu/cpu.h"
+#include "slab/poison.h"        /* SK_ASAN */
 #include "slabkit.h"
 #include "kmalloc_counts.h"
 #include "tap.h"
@@ -308,7 +310,7 @@ static void *producer(void *arg)
         unsigned via_malloc = 0;
         if (k == K_KMALLOC) {
             size = kmalloc_size(r >> 8);
-#ifndef SK_TSAN
+#if !defined(SK_TSAN) && !SK_ASAN      /* under a sanitizer, malloc is its own */
             /* Half through the malloc family on top (also links it in, so
              * thread creation and stdio allocate from slabkit too). */
             via_malloc = (r >> 40) & 1;
