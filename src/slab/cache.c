@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
 static lock_t cache_lock = LOCK_INIT;
@@ -165,15 +166,20 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     if (align < SLAB_MIN_ALIGN)
         align = SLAB_MIN_ALIGN;
     c->align = (uint32_t)align;
+    /* Watched by memcheck / ASan (poison.h): the sk_cache caches of the
+     * default mode, when a tool is there. */
+    c->poison = slab_poison_on && !kmalloc && !c->slots && sk_opt.allocator != SK_ALLOC_SLAB;
     size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
     /* Objects are freed in their constructed state: with a constructor,
      * the free pointer and the free marker (slab.h) live after the object,
      * never inside it.  Without one, the marker is word 1 of the object
      * (word 0 holds the free pointer on a slab freelist); an object of one
-     * word has no room for it. */
+     * word has no room for it.  A watched cache lays its objects out the
+     * same way as one with a constructor: its words stay out of the bytes
+     * poisoned while the object is free. */
     c->offset = 0;
     c->kofs = stride >= 2 * sizeof(void *) ? sizeof(void *) : 0;
-    if (ctor) {
+    if (ctor || c->poison) {
         c->offset = (uint32_t)SK_ALIGN_UP(size, sizeof(void *));
         c->kofs = c->offset + (uint32_t)sizeof(void *);
         stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
@@ -192,6 +198,10 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
     if (c->slots)
         c->array_cap = c->batch = 0;   /* sheaves=0: the arrays stay empty */
+    if (c->poison) {
+        c->array_cap = 0;              /* every alloc and free to the hooks */
+        c->batch = 1;
+    }
     if (c->batch > SLAB_BATCH_MAX)
         c->batch = SLAB_BATCH_MAX;
     if (sk_opt.cpu_partial < 0)
@@ -230,9 +240,6 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * paths, slab_classic.c). */
     if (sk_opt.allocator == SK_ALLOC_SLAB)
         slab_classic_setup(c);
-    /* Announced to memcheck / ASan: the sk_cache caches of the default
-     * mode, whose free objects only bracketed code touches (poison.h). */
-    c->poison = slab_poison_on && !kmalloc && !c->slots && c->mode != SLAB_MODE_CLASSIC;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -365,16 +372,10 @@ sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigne
 
 void *sk_cache_alloc(sk_cache_t *cache)
 {
-    struct slab_cache *c = (struct slab_cache *)cache;
-    if (slab_poisons(c)) {
-        void *obj = slab_alloc_poisoned(c);
-        SLAB_NO_TAIL_CALL();
-        return obj;
-    }
-    void *obj = slab_alloc(c);
+    void *obj = slab_alloc((struct slab_cache *)cache);
     if (unlikely(!obj)) {
         slab_release_all();
-        obj = slab_alloc(c);
+        obj = slab_alloc((struct slab_cache *)cache);
     }
     return obj;
 }
@@ -390,12 +391,10 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
-    if (slab_poisons(c)) {
-        slab_free_poisoned(c, obj, "sk_cache_free");
-        SLAB_NO_TAIL_CALL();
-        return;
-    }
     slab_free(c, obj, "sk_cache_free");
+    /* No tail call into slab_free_slow: memcheck's "free'd at" stack then
+     * names sk_cache_free (the fast path is the same instructions). */
+    __asm__ volatile("");
 }
 
 int sk_cache_shrink(sk_cache_t *cache)

@@ -1,20 +1,20 @@
 /*
- * poison.c — sk_cache_alloc and sk_cache_free for a cache announced to
- * memcheck or ASan (poison.h has the scheme and says which caches).
+ * poison.c — the hooks that tell memcheck or ASan which bytes of a
+ * poisoned cache's slabs are the user's (poison.h has the scheme and says
+ * which caches).
  *
  * Invariants: an object of a poisoned cache is unpoisoned exactly while a
- * user holds it (from slab_alloc_poisoned's return to the start of
- * slab_free_poisoned's hand-back); any other time only the allocator
- * touches it, one word at a time between slab_meta_open and
- * slab_meta_close.  The tool is told of a free before the object can
- * reach another thread (before the push), and of an allocation after the
- * allocator's last access, so a thread switch in between (valgrind
- * serialises threads but may switch anywhere) cannot mislabel it.
- * Locks: none of its own; those of the paths it calls (slab.c's order).
+ * user holds it, from slab_alloc_slow's hand-out to slab_free_slow's first
+ * step; the two words after it (free pointer, free marker: c->offset and
+ * c->kofs, both outside the object for these caches) are never poisoned
+ * while the slab exists, so the allocator's own accesses need no opening.
+ * The tool hears of a free before the object can reach another thread, and
+ * of an allocation after the allocator's last access to it.
+ * Locks: none; each hook touches only its own object or a slab no other
+ * thread can reach yet (new) or any more (discarded).
  */
-#include <errno.h>
-
-#include "slab/slab_internal.h"
+#include "slab/poison.h"
+#include "slab/slab.h"
 
 bool slab_poison_on;
 
@@ -27,10 +27,54 @@ void slab_poison_init(void)
 #endif
 }
 
-/* Tell the tool the object is the user's: memcheck records the stack (its
- * reports say "alloc'd at"); a cache with a constructor hands out its
- * objects constructed, hence defined. */
-static void announce_alloc(struct slab_cache *c, void *obj)
+#if SK_VALGRIND || SK_ASAN
+static void poison_range(const void *p, size_t len)
+{
+#if SK_ASAN
+    __asan_poison_memory_region(p, len);
+#endif
+#if SK_VALGRIND
+    VALGRIND_MAKE_MEM_NOACCESS(p, len);
+#endif
+}
+
+/* Accessible again, and defined for memcheck (the allocator wrote it, or
+ * it is memory for anyone). */
+static void unpoison_range(const void *p, size_t len)
+{
+#if SK_ASAN
+    __asan_unpoison_memory_region(p, len);
+#endif
+#if SK_VALGRIND
+    VALGRIND_MAKE_MEM_DEFINED(p, len);
+#endif
+}
+#endif
+
+void slab_poison_new_slab(const struct slab_cache *c, void *s_mem)
+{
+#if SK_VALGRIND || SK_ASAN
+    poison_range(s_mem, (size_t)c->objects * c->size);
+    for (unsigned i = 0; i < c->objects; i++)
+        unpoison_range((char *)s_mem + (size_t)i * c->size + c->offset, 2 * sizeof(void *));
+#else
+    (void)c, (void)s_mem;
+#endif
+}
+
+void slab_poison_discard_slab(const struct slab_cache *c, void *s_mem)
+{
+#if SK_VALGRIND || SK_ASAN
+    unpoison_range(s_mem, (size_t)c->objects * c->size);
+#else
+    (void)c, (void)s_mem;
+#endif
+}
+
+/* memcheck records the stack of each (its reports say "alloc'd at" and
+ * "free'd at"); a cache with a constructor hands out its objects
+ * constructed, hence defined. */
+void slab_poison_alloc(const struct slab_cache *c, void *obj)
 {
 #if SK_VALGRIND
     VALGRIND_MALLOCLIKE_BLOCK(obj, c->object_size, 0, c->ctor != NULL);
@@ -41,51 +85,13 @@ static void announce_alloc(struct slab_cache *c, void *obj)
     (void)c, (void)obj;
 }
 
-static void announce_free(struct slab_cache *c, void *obj)
+void slab_poison_free(const struct slab_cache *c, void *obj)
 {
 #if SK_VALGRIND
     VALGRIND_FREELIKE_BLOCK(obj, 0);
-    VALGRIND_MAKE_MEM_NOACCESS(obj, c->size);   /* the stride's tail too */
 #endif
 #if SK_ASAN
-    __asan_poison_memory_region(obj, c->size);
+    __asan_poison_memory_region(obj, c->offset);   /* up to the free pointer */
 #endif
     (void)c, (void)obj;
-}
-
-static void *alloc_once(struct slab_cache *c)
-{
-    void *obj;
-    if (cpu_pop_fast(slab_arrays(c), &obj)) {
-        slab_mark_live_meta(c, obj);
-        return obj;
-    }
-    return slab_alloc_slow(c);    /* marks its object live itself */
-}
-
-SK_NOINLINE void *slab_alloc_poisoned(struct slab_cache *c)
-{
-    void *obj = alloc_once(c);
-    if (unlikely(!obj)) {
-        slab_release_all();
-        if (!(obj = alloc_once(c)))
-            return NULL;
-    }
-    announce_alloc(c, obj);
-    return obj;
-}
-
-/* slab_free's steps, with the marker opened for its check and write. */
-SK_NOINLINE void slab_free_poisoned(struct slab_cache *c, void *obj, const char *call)
-{
-    uintptr_t *marker = slab_marker(c, obj);
-    slab_meta_open(c, marker);    /* a double free finds the object poisoned */
-    if (unlikely(slab_marked_free(c, obj))) {
-        slab_free_suspect(c, obj, call);   /* returns when the mark was chance */
-        slab_meta_open(c, marker);         /* the search may have closed it */
-    }
-    *marker = slab_free_key;
-    announce_free(c, obj);
-    if (!cpu_push_fast(slab_arrays(c), obj))
-        slab_free_slow(c, obj);
 }

@@ -4,39 +4,38 @@
  *
  * Memory slabkit maps is plain mmap memory to both tools: without these
  * hooks they see neither the objects handed out nor the free ones, so a
- * use after free of an sk_cache object goes unseen.  With them, for a cache
- * whose c->poison is set:
- *   new slab        every object poisoned (memcheck: no access)
- *   sk_cache_alloc  the object's object_size bytes unpoisoned (memcheck:
+ * use after free of an sk_cache object goes unseen.  For a cache whose
+ * c->poison is set (poison.c does the work):
+ *   layout          the free pointer and the free marker after the object,
+ *                   as for a cache with a constructor (cache_setup): the
+ *                   allocator's own words are never inside a poisoned range
+ *   new slab        every object poisoned, its two words after it not
+ *   hand-out        object_size bytes unpoisoned (memcheck:
  *                   VALGRIND_MALLOCLIKE_BLOCK, undefined, or defined for a
  *                   cache with a constructor: its objects come constructed)
- *   sk_cache_free   the whole stride poisoned (memcheck: FREELIKE_BLOCK)
- *   slab discarded  unpoisoned (memcheck: defined), the pages go back to
- *                   the page allocator for anyone
- * The allocator's own reads and writes of a free object's words (the free
- * pointer, the free marker) open that word just for the access and close
- * it again (slab_meta_open/close), the kernel's metadata_access_enable.
- * So every access to a free object from outside the allocator is an error
- * to the tool, and none from inside is.
+ *   free            the object poisoned again (memcheck: FREELIKE_BLOCK)
+ *   slab discarded  unpoisoned (memcheck: defined): the pages go back to
+ *                   the page allocator, for anyone
+ *   per-CPU arrays  capacity 0 (as with sheaves=0): every alloc and free
+ *                   misses the fast path and reaches slab_alloc_slow /
+ *                   slab_free_slow, which call the hooks
+ * So the per-CPU fast paths, sk_cache_alloc and sk_cache_free are the same
+ * instructions as without the tools, and nothing tests c->poison there.
  *
  * Which caches (slab_poison_init, cache_setup): the sk_cache_* caches in
  * the default mode (SLUB with sheaves) when running under valgrind
  * (RUNNING_ON_VALGRIND, seen once at init) or in the `make asan` build.
  * Not the kmalloc caches: malloc is the tool's own there (memcheck replaces
  * it, ASan owns it), and sk_malloc is not announced.  Not allocator=slab or
- * sheaves=0 caches: their fast paths read free objects unbracketed.
+ * sheaves=0 caches: their fast paths keep their own per-CPU freelists.
  *
- * Cost natively: the hooks compile to nothing without <valgrind/memcheck.h>
- * (or with -DSK_VALGRIND=0) outside the ASan build; with it, each is one
- * test of c->poison, a byte on the cache's first line, on the slow paths.
- * sk_cache_alloc and sk_cache_free test it once and leave for the
- * out-of-line slab_alloc_poisoned/slab_free_poisoned (poison.c); the
- * per-CPU fast paths themselves are unchanged.
+ * Without <valgrind/memcheck.h> (or with -DSK_VALGRIND=0) outside the ASan
+ * build, all of it compiles out.
  */
 #ifndef SK_SLAB_POISON_H
 #define SK_SLAB_POISON_H
 
-#include "slab/slab.h"
+#include <stdbool.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SK_ASAN 1
@@ -67,81 +66,22 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-/* Decided by slab_poison_init (slab_init), before the first cache. */
-extern bool slab_poison_on SK_INTERNAL;
+struct slab_cache;
+
+/* Decided by slab_poison_init (slab_init), before the first cache: a tool
+ * is watching. */
+extern bool slab_poison_on __attribute__((visibility("hidden")));
 void slab_poison_init(void);
 
-/* The sk_cache_* paths of a poisoned cache (poison.c). */
-void *slab_alloc_poisoned(struct slab_cache *c);
-void slab_free_poisoned(struct slab_cache *c, void *obj, const char *call);
+/* c->poison, read only on slow paths; constant false when compiled out. */
+#define slab_poisons(c) ((SK_VALGRIND || SK_ASAN) && __builtin_expect((c)->poison, 0))
 
-#define SLAB_POISON_ANY (SK_VALGRIND || SK_ASAN)
-/* After a call to slab_alloc_poisoned / slab_free_poisoned: keeps the
- * caller's frame, so that the stacks the tools record ("alloc'd at",
- * "free'd at") go through sk_cache_alloc / sk_cache_free. */
-#define SLAB_NO_TAIL_CALL() __asm__ volatile("" ::: "memory")
-
-static inline bool slab_poisons(const struct slab_cache *c)
-{
-    return SLAB_POISON_ANY && unlikely(c->poison);
-}
-
-/* No access to len bytes at p / access again (defined, for memcheck). */
-static inline void slab_poison_range(const void *p, size_t len)
-{
-#if SK_ASAN
-    __asan_poison_memory_region(p, len);
-#endif
-#if SK_VALGRIND
-    VALGRIND_MAKE_MEM_NOACCESS(p, len);
-#endif
-    (void)p, (void)len;
-}
-
-static inline void slab_unpoison_range(const void *p, size_t len)
-{
-#if SK_ASAN
-    __asan_unpoison_memory_region(p, len);
-#endif
-#if SK_VALGRIND
-    VALGRIND_MAKE_MEM_DEFINED(p, len);
-#endif
-    (void)p, (void)len;
-}
-
-/* Around the allocator's own access to one word of a free object. */
-static inline void slab_meta_open(const struct slab_cache *c, const void *word)
-{
-    if (slab_poisons(c))
-        slab_unpoison_range(word, sizeof(uintptr_t));
-}
-
-static inline void slab_meta_close(const struct slab_cache *c, const void *word)
-{
-    if (slab_poisons(c))
-        slab_poison_range(word, sizeof(uintptr_t));
-}
-
-/* A new slab's objects, all free (after their construction). */
-static inline void slab_poison_slab(const struct slab_cache *c, const void *s_mem)
-{
-    if (slab_poisons(c))
-        slab_poison_range(s_mem, (size_t)c->objects * c->size);
-}
-
+/* A new slab (after its objects are constructed and chained). */
+void slab_poison_new_slab(const struct slab_cache *c, void *s_mem);
 /* A slab going back to the page allocator. */
-static inline void slab_unpoison_slab(const struct slab_cache *c, const void *s_mem)
-{
-    if (slab_poisons(c))
-        slab_unpoison_range(s_mem, (size_t)c->objects * c->size);
-}
-
-/* The slow paths' hand-out: clear the marker of a free object. */
-static inline void slab_mark_live_meta(const struct slab_cache *c, void *obj)
-{
-    slab_meta_open(c, slab_marker(c, obj));
-    slab_mark_live(c, obj);
-    slab_meta_close(c, slab_marker(c, obj));
-}
+void slab_poison_discard_slab(const struct slab_cache *c, void *s_mem);
+/* An object handed to the user / given back by the user. */
+void slab_poison_alloc(const struct slab_cache *c, void *obj);
+void slab_poison_free(const struct slab_cache *c, void *obj);
 
 #endif

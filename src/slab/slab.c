@@ -36,13 +36,14 @@
  * slab that only that CPU hands out; it needs no atomics.
  * Free pointers are stored obfuscated (cache random ^ slot address), the
  * kernel's SLAB_FREELIST_HARDENED, behind get_fp/set_fp.
- * A free object's words are read and written only through get_fp/set_fp
- * and the marker helpers, which open them for memcheck and ASan just for
- * the access when the cache is announced to them (poison.h).
+ * A cache watched by memcheck or ASan (c->poison) has its objects poisoned
+ * from creation to hand-out and from free on; it runs with empty per-CPU
+ * arrays so that every alloc and free comes here (poison.h).
  */
 #include <errno.h>
 #include <string.h>
 
+#include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
 uintptr_t slab_free_key;     /* set by slab_init before the first slab */
@@ -96,7 +97,8 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         *slab_marker(c, obj) = SLAB_FRESH_KEY;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
-    slab_poison_slab(c, s_mem);
+    if (slab_poisons(c))
+        slab_poison_new_slab(c, s_mem);
     union slab_counters cnt = { .v = 0 };
     cnt.inuse = c->objects;
     cnt.objects = c->objects;
@@ -121,7 +123,8 @@ static void discard_slab(struct slab_cache *c, struct sk_page *pg)
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
     pg_set_flags(pg, PG_HEAD);
-    slab_unpoison_slab(c, pg->slab.s_mem);
+    if (slab_poisons(c))
+        slab_poison_discard_slab(c, pg->slab.s_mem);
     stat(c, SK_FREE_SLAB);
     page_free(pg, c->order);
 }
@@ -408,7 +411,9 @@ void *slab_alloc_slow(struct slab_cache *c)
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
         book(c, slow_pops, 1);
-        slab_mark_live_meta(c, first);
+        slab_mark_live(c, first);
+        if (slab_poisons(c))
+            slab_poison_alloc(c, first);
         return first;
     }
     void *buf[SLAB_BATCH_MAX];
@@ -464,7 +469,7 @@ refilled:;
     /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
      * ... in address order. */
     void *obj = buf[0];
-    slab_mark_live_meta(c, obj);
+    slab_mark_live(c, obj);
     if (n > 1) {
         unsigned m = n - 1;
         for (unsigned i = 0; i < m / 2; i++) {
@@ -477,6 +482,8 @@ refilled:;
         if (pushed < m)
             flush_to_slabs(c, buf + 1 + pushed, m - pushed);
     }
+    if (slab_poisons(c))
+        slab_poison_alloc(c, obj);
     return obj;
 }
 
@@ -492,6 +499,8 @@ void slab_free_slow(struct slab_cache *c, void *obj)
         slub_cpu_free(c, obj);      /* sheaves=0 */
         return;
     }
+    if (slab_poisons(c))
+        slab_poison_free(c, obj);
     stat(c, SK_FREE_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     int r = cpu_push_locked(slab_arrays(c), obj);

@@ -92,7 +92,7 @@ struct slab_cache {
     uint32_t offset;              /* free pointer offset in a free object */
     uint32_t inv;                 /* inverse of size's odd part, mod 2^32 */
     uint8_t shift;                /* size = odd part << shift */
-    uint8_t poison;               /* announced to memcheck / ASan (poison.h) */
+    uint8_t poison;               /* watched by memcheck / ASan (poison.h) */
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */

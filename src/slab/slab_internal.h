@@ -8,28 +8,20 @@
 #ifndef SK_SLAB_INTERNAL_H
 #define SK_SLAB_INTERNAL_H
 
-#include "slab/poison.h"
 #include "slab/slab.h"
 
 /* ---- free pointers ---- */
 
-/* A free object's word: opened for the tools only for the access
- * (poison.h). */
 static inline void *get_fp(const struct slab_cache *c, void *obj)
 {
     uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
-    slab_meta_open(c, slot);
-    uintptr_t v = *slot;
-    slab_meta_close(c, slot);
-    return (void *)(v ^ c->random ^ (uintptr_t)slot);
+    return (void *)(*slot ^ c->random ^ (uintptr_t)slot);
 }
 
 static inline void set_fp(const struct slab_cache *c, void *obj, void *next)
 {
     uintptr_t *slot = (uintptr_t *)((char *)obj + c->offset);
-    slab_meta_open(c, slot);
     *slot = (uintptr_t)next ^ c->random ^ (uintptr_t)slot;
-    slab_meta_close(c, slot);
 }
 
 /* A decoded free pointer must be NULL or an object of the same slab. */

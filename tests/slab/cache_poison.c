@@ -2,7 +2,7 @@
  * cache_poison — memcheck and ASan see sk_cache objects (src/slab/poison.h):
  * a handed-out object is addressable for its object_size bytes and no
  * further, a free one (freed, or never handed out) is not addressable at
- * all, an object of a cache with a constructor comes back defined and one
+ * all (only the allocator's two words after it are), an object of a cache with a constructor comes back defined and one
  * without comes back undefined (memcheck), and a destroyed cache's pages
  * are plain memory again for whoever gets them next.  The allocator's own
  * accesses to free objects (free pointers, free markers) raise nothing:
@@ -153,20 +153,24 @@ static void fill_ctor(void *p)
 
 static void check_states(void)
 {
-    /* 20 bytes: a stride of 24, so 4 bytes past each object. */
+    /* 20 bytes: 4 bytes of slack before the allocator's words. */
     sk_cache_t *c = sk_cache_create("poison_20", 20, 0, 0, NULL);
+    struct sk_cache_info info;
+    if (sk_cache_info("poison_20", &info) != 0)
+        BAIL("sk_cache_info(poison_20)");
     char *a = sk_cache_alloc(c);
     ok(a && addressable(a, 20), "a handed-out object is addressable for its 20 bytes");
-    ok(unaddressable(a + 20, 4), "the 4 bytes of its stride past object_size are not");
-    ok(unaddressable(a + 24, 24), "the next object of the new slab (never handed out) is not");
+    ok(unaddressable(a + 20, 4), "the 4 bytes past object_size are not");
+    ok(addressable(a + 24, 16), "the allocator's two words after it (free pointer, marker) are");
+    ok(unaddressable(a + info.size, 20), "the next object of the new slab (never handed out) is not");
     if (under_valgrind())
         is(definedness(a, 20), 0, "memcheck: it comes undefined (no constructor)");
     memset(a, 1, 20);
     sk_cache_free(c, a);
     ok(unaddressable(a, 24), "after sk_cache_free none of its bytes is addressable");
     char *b = sk_cache_alloc(c);
-    ok(b == a && addressable(b, 20) && unaddressable(b + 20, 4),
-       "allocated again (the same object, LIFO): addressable again, object_size only");
+    ok(b && addressable(b, 20) && unaddressable(b + 20, 4) && (b == a || unaddressable(a, 20)),
+       "the next one handed out is addressable, object_size only (the freed one, if another, still not)");
     if (under_valgrind())
         is(definedness(b, 20), 0, "memcheck: undefined again, whatever it held");
     sk_cache_free(c, b);
@@ -177,7 +181,7 @@ static void check_states(void)
     ok(o && o[0] == 0x5a && o[199] == 0x5a, "a constructed object comes out constructed");
     if (under_valgrind())
         is(definedness(o, 200), 1, "memcheck: and defined");
-    ok(unaddressable(o + 200, 8), "its free pointer, after the object, is not addressable");
+    ok(addressable(o + 200, 16), "its free pointer and marker, after the object, are the allocator's");
     o[10] = 0x5a;
     sk_cache_free(k, o);
     ok(unaddressable(o, 200), "freed, the constructed object is not addressable");
