@@ -3,9 +3,10 @@
 # Switches: CC=clang, O=0 (debug, asserts on); for install and uninstall,
 # PREFIX (/usr/local), LIBDIR, BINDIR, INCLUDEDIR, MANDIR and DESTDIR.
 # `make deb` builds the Debian packages (dpkg-buildpackage) and runs lintian.
-# `make asan` builds the AddressSanitizer variant into $(B)/asan (the library
-# without malloc, sk_cache objects poisoned, the tests marked `ASAN: yes`);
-# `make test-asan` runs them (`make test` does too).
+# `make asan` builds the AddressSanitizer variant into $(B)/asan: the library
+# without malloc, sk_cache objects poisoned (libslabkit.a, to link with
+# -fsanitize=address), and the tests marked `ASAN: yes`; `make test-asan`
+# runs them (`make test` does too).
 
 CC      ?= cc
 CXX     ?= c++
@@ -158,7 +159,12 @@ test: all $(TSAN_BIN) $(ASAN_BIN)
 test-tsan: $(TSAN_BIN)
 	@tests/run tsan
 
-asan: $(ASAN_BIN)
+# For programs of one's own: cc -fsanitize=address app.c build/asan/libslabkit.a
+$(B)/asan/libslabkit.a: $(ASAN_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $(ASAN_LIB_OBJ)
+
+asan: $(B)/asan/libslabkit.a $(ASAN_BIN)
 
 test-asan: $(ASAN_BIN)
 	@tests/run asan
