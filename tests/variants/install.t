@@ -47,8 +47,10 @@ if command -v readelf >/dev/null 2>&1 && command -v objdump >/dev/null 2>&1; the
     readelf -d "$D$LD/libslabkit.so.0.1.0" | grep -q 'Library soname: \[libslabkit.so.0\]'
     ok $? "its soname is libslabkit.so.0"
     objdump -T "$D$LD/libslabkit.so.0.1.0" >"$T/syms"
-    stray=$(awk '$(NF-1) == "SLABKIT_0" && $NF !~ /^sk_/ && $NF != "SLABKIT_0" { print $NF }
-                 $(NF-1) != "SLABKIT_0" && $NF ~ /^sk_/ { print $NF }' "$T/syms")
+    # NF >= 2: objdump's blank and header lines (mawk stops at $(-1)).
+    stray=$(awk 'NF >= 2 && $(NF-1) == "SLABKIT_0" && $NF !~ /^sk_/ && $NF != "SLABKIT_0" { print $NF }
+                 NF >= 2 && $(NF-1) != "SLABKIT_0" && $NF ~ /^sk_/ { print $NF }' "$T/syms") ||
+        stray="(awk failed)"
     grep -Eq 'SLABKIT_0 +sk_cache_alloc$' "$T/syms" && grep -Eq 'SLABKIT_0 +sk_malloc$' "$T/syms" &&
         grep -Eq 'Base +malloc$' "$T/syms" && grep -Eq 'Base +free_sized$' "$T/syms" && [ -z "$stray" ]
     ok $? "sk_* carry SLABKIT_0, the malloc family no version${stray:+ (wrong: $stray)}"
