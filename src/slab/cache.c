@@ -230,6 +230,13 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * paths, slab_classic.c). */
     if (sk_opt.allocator == SK_ALLOC_SLAB)
         slab_classic_setup(c);
+    /* Objects smaller than a cache line share lines with their neighbours:
+     * a free on another CPU goes home to the CPU its slab is frozen to, so
+     * this CPU never hands it out next to the other CPU's live objects
+     * (passive false sharing).  Larger objects stay on the array path, which
+     * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson). */
+    c->remote_free = sk_opt.remote_free && !c->slots && c->mode != SLAB_MODE_CLASSIC &&
+                     cpu_use_rseq && c->size < CACHE_LINE;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -380,7 +387,7 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
-    slab_free(c, obj, "sk_cache_free");
+    slab_free_at(c, pg, obj, "sk_cache_free");
 }
 
 int sk_cache_shrink(sk_cache_t *cache)

@@ -97,6 +97,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     cnt.inuse = c->objects;
     cnt.objects = c->objects;
     cnt.frozen = 1;
+    cnt.owner = slab_owner_here(c);
     pg->slab.freelist = NULL;
     pg->slab.counters = cnt.v;
     struct slab_node *n = &c->node[pg->node];
@@ -150,6 +151,7 @@ void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired
             }
         } else {
             new.frozen = 0;
+            new.owner = SLAB_NO_OWNER;
             if (slab_cmpxchg(c, pg, NULL, old.v, NULL, new.v)) {
                 *retired = true;
                 return NULL;
@@ -166,6 +168,7 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
         void *fl = slab_freelist(pg);
         union slab_counters old = { .v = slab_counters(pg) }, new = old;
         new.frozen = 1;
+        new.owner = slab_owner_here(c);
         if (take)
             new.inuse = new.objects;
         if (slab_cmpxchg(c, pg, fl, old.v, take ? NULL : fl, new.v))
@@ -224,6 +227,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
             old.v = slab_counters(pg);
             new = old;
             new.frozen = 0;
+            new.owner = SLAB_NO_OWNER;
         } while (!slab_cmpxchg(c, pg, fl, old.v, fl, new.v));
         if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
             pg->slab.next = discard;
@@ -282,6 +286,7 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         if (!was_frozen && !locked) {
             if (!prior && c->cpu_partial) {
                 new.frozen = 1;               /* full -> this CPU's partial list */
+                new.owner = slab_owner_here(c);
             } else if (!prior || new.inuse == 0) {
                 lock_acquire(&n->list_lock);  /* list membership changes */
                 locked = true;
@@ -512,6 +517,13 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     }
 }
 
+/* slab.h: a free on the wrong CPU (marker already set) goes home. */
+void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj)
+{
+    stat(c, SK_FREE_REMOTE);
+    slab_free_chain(c, head, obj, obj, 1);
+}
+
 /* ---- the double-free search (slab_free_suspect) ---- */
 
 /* Is obj one of the first `max` links of the freelist at fl?  A racing
@@ -625,6 +637,7 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
         old.v = slab_counters(pg);
         new = old;
         new.frozen = 0;
+        new.owner = SLAB_NO_OWNER;
         new.inuse -= cnt;
         if (cnt)
             set_fp(c, tail, prior);

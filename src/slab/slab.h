@@ -38,9 +38,12 @@ union slab_counters {
         uint32_t inuse;           /* objects not on the slab freelist */
         uint16_t objects;         /* objects in the slab */
         uint8_t frozen;           /* on a CPU: exempt from list management */
-        uint8_t unused;
+        uint8_t owner;            /* frozen: the CPU that froze it (free-to-owner
+                                   * caches), else SLAB_NO_OWNER */
     };
 };
+
+#define SLAB_NO_OWNER 0xff
 
 struct slab_cpu {                 /* one per cache per CPU, own cache line */
     lock_t lock;                  /* the per-CPU slow-path lock */
@@ -92,6 +95,8 @@ struct slab_cache {
     uint32_t offset;              /* free pointer offset in a free object */
     uint32_t inv;                 /* inverse of size's odd part, mod 2^32 */
     uint8_t shift;                /* size = odd part << shift */
+    bool remote_free;             /* frozen slabs record their CPU: a free
+                                   * on another CPU goes home (slab_free) */
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
@@ -302,14 +307,48 @@ static inline void slab_free(struct slab_cache *c, void *obj, const char *call)
     slab_free_slow(c, obj);
 }
 
+/* A free on a CPU other than the one its slab is frozen to: straight back
+ * to the slab's freelist (SLUB's __slab_free), never into this CPU's
+ * array, so this CPU does not hand the object out again (passive false
+ * sharing, and lines last written by the other CPU). */
+void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj);
+
+/* slab_free for an object whose slab page pg (head or tail) the caller
+ * has: an object of a slab frozen to another CPU goes home. */
+static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *obj,
+                                const char *call)
+{
+    if (unlikely(slab_marked_free(c, obj))) {
+        slab_free_marked(c, obj, call);
+        return;
+    }
+    *slab_marker(c, obj) = slab_free_key;
+    if (c->remote_free) {
+        struct sk_page *head = pg->slab.head;
+        union slab_counters cnt = { .v = __atomic_load_n(&head->slab.counters, __ATOMIC_RELAXED) };
+        /* A racy look: a slab unfrozen or refrozen meanwhile only makes
+         * the choice of path stale, and both paths are right for any
+         * slab state.  A thread without rseq reads an id that is no CPU's
+         * and always goes home. */
+        if (cnt.owner != SLAB_NO_OWNER && cnt.owner != (uint8_t)cpu_rseq_area()->cpu_id) {
+            slab_free_remote(c, head, obj);
+            return;
+        }
+    }
+    if (likely(cpu_push_fast(slab_arrays(c), obj)))
+        return;
+    slab_free_slow(c, obj);
+}
+
 /* The free fast path, shared by sk_free and free: find and check the
  * object's slab, push it on this CPU's array; anything else (NULL, large
  * blocks, bad pointers, a full array) leaves for a slow path. */
 static inline void kfree_inline(void *p)
 {
     struct slab_cache *c;
-    if (likely(slab_of_object(p, &c))) {
-        slab_free(c, p, "free");
+    struct sk_page *pg = slab_of_object(p, &c);
+    if (likely(pg)) {
+        slab_free_at(c, pg, p, "free");
         return;
     }
     sk_free_slow(p, "free");

@@ -45,6 +45,17 @@ static inline int slab_cpu_id(void)
     return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
 }
 
+/* The owner a slab frozen here records: this CPU, where c sends frees home
+ * (c->remote_free, rseq mode: the id the fast path compares with), else
+ * SLAB_NO_OWNER, which no free takes for a remote one. */
+static inline uint8_t slab_owner_here(const struct slab_cache *c)
+{
+    if (!c->remote_free)
+        return SLAB_NO_OWNER;
+    int id = slab_cpu_id();
+    return id < SLAB_NO_OWNER ? (uint8_t)id : SLAB_NO_OWNER;
+}
+
 /* ---- statistics ---- */
 
 static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
