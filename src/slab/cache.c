@@ -316,7 +316,7 @@ int slab_init(void)
     spin_lock(&init_lock);
     if (!slab_is_ready) {
         if (!slab_free_key)
-            slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
+            slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)3;
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
         if (r == 0)
             __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);

@@ -78,6 +78,11 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     struct sk_page *pg = page_alloc(c->order);
     if (!pg)
         return NULL;
+    /* Pages known zero: objects are zero but for what is written below,
+     * which their marker says (calloc).  Only without a constructor and
+     * with the marker at word 1, next to the free pointer. */
+    uintptr_t fresh = (pg_flags(pg) & PG_ZEROED) && !c->ctor && c->kofs == sizeof(void *) &&
+                      c->offset == 0 ? SLAB_FRESH_ZERO_KEY : SLAB_FRESH_KEY;
     char *base = page_address(pg);
     char *s_mem = base + c->reserved;
     slab_claim_pages(c, pg, s_mem);
@@ -90,7 +95,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         char *obj = s_mem + (size_t)i * c->size;
         if (c->ctor)
             c->ctor(obj);
-        *slab_marker(c, obj) = SLAB_FRESH_KEY;
+        *slab_marker(c, obj) = fresh;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
     union slab_counters cnt = { .v = 0 };
@@ -598,7 +603,7 @@ static const char *find_free(struct slab_cache *c, void *obj)
 
 SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *call)
 {
-    bool fresh = *slab_marker(c, obj) == SLAB_FRESH_KEY;
+    bool fresh = (*slab_marker(c, obj) ^ slab_free_key) & 1;   /* either fresh key */
     const char *where = find_free(c, obj);
     if (!where)
         return;       /* the user's data matched the key: free it */

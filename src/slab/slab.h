@@ -240,8 +240,12 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
  * sk_malloc, 8-byte caches) have one word: there the free pointer replaces
  * the marker once the object goes back to its slab.
  */
-extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bit 0 clear */
+extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bits 0-1 clear */
 #define SLAB_FRESH_KEY (slab_free_key | 1)
+/* Never handed out, and zero but for words 0 and 1 (free pointer, this
+ * marker): an object of a slab made on pages known zero.  calloc clears
+ * the two words instead of the object. */
+#define SLAB_FRESH_ZERO_KEY (slab_free_key | 3)
 
 static inline uintptr_t *slab_marker(const struct slab_cache *c, void *obj)
 {
@@ -252,10 +256,10 @@ static inline void slab_mark_live(const struct slab_cache *c, void *obj)
 {
     *slab_marker(c, obj) = 0;
 }
-/* Is the object's marker the free or the fresh one?  One xor, one compare. */
+/* Is the object's marker the free or a fresh one?  One xor, one compare. */
 static inline bool slab_marked_free(const struct slab_cache *c, void *obj)
 {
-    return (*slab_marker(c, obj) ^ slab_free_key) <= 1;
+    return (*slab_marker(c, obj) ^ slab_free_key) <= 3;
 }
 /* The slow check of a marked object: aborts naming the call when the
  * object is free or was never handed out; returns when the mark was a
