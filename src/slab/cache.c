@@ -99,15 +99,23 @@ static unsigned default_cpu_partial(size_t size)
     return 30;
 }
 
-/* Per-CPU array capacity: a few KiB to a few dozen KiB of objects per CPU
- * per cache; measured in bench/ (docs/design.md, "array sizes"). */
+/* Per-CPU array capacity: 16 KiB of objects per CPU per cache, but at
+ * least 8 objects up to 64 KiB (a batch of 4 per refill: with 2 objects a
+ * batch, 4-8 KiB objects took a slow path every other call; bench
+ * sizeclass) and never under 2; measured in bench/ (docs/design.md,
+ * "array sizes"). */
 static unsigned default_array_cap(size_t size)
 {
     size_t cap = 16384 / size;
     if (cap > CPU_ARRAY_MAX)
         cap = CPU_ARRAY_MAX;
-    if (cap < 2)
-        cap = 2;          /* at most 16 KiB, or 2 objects, idle per CPU */
+    if (cap < 8) {
+        cap = 65536 / size;
+        if (cap > 8)
+            cap = 8;
+        if (cap < 2)
+            cap = 2;
+    }
     return (unsigned)cap;
 }
 
