@@ -99,14 +99,6 @@ void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
     spin_unlock(&a->lock);
 }
 
-int cpu_current(void)
-{
-    int id = (int)cpu_rseq_area()->cpu_id;
-    if (id >= 0 && id < cpu_nr_ids)
-        return id;
-    return cpu_slot();
-}
-
 int cpu_slot(void)
 {
     int s = cpu_thread_slot;

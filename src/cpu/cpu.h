@@ -116,8 +116,6 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
  * slots if it has none yet.  Slow paths call it before pushing. */
 void cpu_array_ready(cpu_arrays_t tab, unsigned cap);
 
-/* The CPU this thread runs on now (a hint in the fallback). */
-int cpu_current(void);
 /* Fallback slot of this thread (its CPU when it first asked). */
 int cpu_slot(void);
 /* Reset per-thread state in a forked child. */
@@ -127,6 +125,17 @@ void cpu_atfork_child(void);
 static inline struct rseq *cpu_rseq_area(void)
 {
     return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+}
+
+/* The CPU this thread runs on now (a hint in the fallback): the rseq
+ * area's id, else the fallback slot.  Inline: the slow paths ask for it
+ * per statistic. */
+static inline int cpu_current(void)
+{
+    int id = (int)cpu_rseq_area()->cpu_id;
+    if (likely(id >= 0 && id < cpu_nr_ids))
+        return id;
+    return cpu_slot();
 }
 
 /* Retry after a fast operation failed: NULL/0 when empty/full, -1 from

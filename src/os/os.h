@@ -127,6 +127,7 @@ struct sk_options {
     long slice_mask_cache;   /* keep slice masks, or recompute per request */
     long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
     long barn;               /* the node's barn of full batches on/off */
+    long remote_free;        /* a free on another CPU than its slab's goes home */
     long sheaves;            /* per-CPU arrays + barn; 0: per-CPU freelists */
     long mutex_spin;         /* MUTEX_SPIN_OFF, _ON (default) or _MCS (the word "mcs") */
     long huge_slices;        /* dense memory in 2 MiB huge-page slices */

@@ -100,15 +100,23 @@ static unsigned default_cpu_partial(size_t size)
     return 30;
 }
 
-/* Per-CPU array capacity: a few KiB to a few dozen KiB of objects per CPU
- * per cache; measured in bench/ (docs/design.md, "array sizes"). */
+/* Per-CPU array capacity: 16 KiB of objects per CPU per cache, but at
+ * least 8 objects up to 64 KiB (a batch of 4 per refill: with 2 objects a
+ * batch, 4-8 KiB objects took a slow path every other call; bench
+ * sizeclass) and never under 2; measured in bench/ (docs/design.md,
+ * "array sizes"). */
 static unsigned default_array_cap(size_t size)
 {
     size_t cap = 16384 / size;
     if (cap > CPU_ARRAY_MAX)
         cap = CPU_ARRAY_MAX;
-    if (cap < 2)
-        cap = 2;          /* at most 16 KiB, or 2 objects, idle per CPU */
+    if (cap < 8) {
+        cap = 65536 / size;
+        if (cap > 8)
+            cap = 8;
+        if (cap < 2)
+            cap = 2;
+    }
     return (unsigned)cap;
 }
 
@@ -240,6 +248,13 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * paths, slab_classic.c). */
     if (sk_opt.allocator == SK_ALLOC_SLAB)
         slab_classic_setup(c);
+    /* Objects smaller than a cache line share lines with their neighbours:
+     * a free on another CPU goes home to the CPU its slab is frozen to, so
+     * this CPU never hands it out next to the other CPU's live objects
+     * (passive false sharing).  Larger objects stay on the array path, which
+     * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson). */
+    c->remote_free = sk_opt.remote_free && !c->slots && c->mode != SLAB_MODE_CLASSIC && !c->poison &&
+                     cpu_use_rseq && c->size < CACHE_LINE;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -319,7 +334,7 @@ int slab_init(void)
     spin_lock(&init_lock);
     if (!slab_is_ready) {
         if (!slab_free_key)
-            slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)1;
+            slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)3;
         slab_poison_init();
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
         if (r == 0)
@@ -391,7 +406,7 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
-    slab_free(c, obj, "sk_cache_free");
+    slab_free_at(c, pg, obj, "sk_cache_free");
     /* No tail call into slab_free_slow: memcheck's "free'd at" stack then
      * names sk_cache_free (the fast path is the same instructions). */
     __asm__ volatile("");

@@ -362,6 +362,24 @@ void *sk_calloc(size_t nmemb, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    /* An object from this CPU's array: one from a slab made on zero pages
+     * and never handed out (its marker says so) is zero but for its free
+     * pointer and marker, words 0 and 1; anything else is cleared whole. */
+    if (likely(total - 16 <= KMALLOC_MAX_CACHE_SIZE - 16)) {
+        unsigned i = total <= KMALLOC_SMALL_MAX
+            ? __atomic_load_n(&kmalloc_small_index[(total + 7) >> 3], __ATOMIC_RELAXED)
+            : __atomic_load_n(&kmalloc_mid_index[(total - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        uintptr_t *obj;
+        if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), (void **)&obj))) {
+            if (obj[1] == SLAB_FRESH_ZERO_KEY) {
+                obj[0] = obj[1] = 0;
+            } else {
+                obj[1] = 0;
+                memset(obj, 0, slab_usable(kmalloc_caches[i]));
+            }
+            return obj;
+        }
+    }
     void *p = sk_malloc(total);
     if (!p)
         return NULL;

@@ -82,6 +82,11 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     struct sk_page *pg = page_alloc(c->order);
     if (!pg)
         return NULL;
+    /* Pages known zero: objects are zero but for what is written below,
+     * which their marker says (calloc).  Only without a constructor and
+     * with the marker at word 1, next to the free pointer. */
+    uintptr_t fresh = (pg_flags(pg) & PG_ZEROED) && !c->ctor && c->kofs == sizeof(void *) &&
+                      c->offset == 0 ? SLAB_FRESH_ZERO_KEY : SLAB_FRESH_KEY;
     char *base = page_address(pg);
     char *s_mem = base + c->reserved;
     slab_claim_pages(c, pg, s_mem);
@@ -94,7 +99,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         char *obj = s_mem + (size_t)i * c->size;
         if (c->ctor)
             c->ctor(obj);
-        *slab_marker(c, obj) = SLAB_FRESH_KEY;
+        *slab_marker(c, obj) = fresh;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
     if (slab_poisons(c))
@@ -103,6 +108,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     cnt.inuse = c->objects;
     cnt.objects = c->objects;
     cnt.frozen = 1;
+    cnt.owner = slab_owner_here(c);
     pg->slab.freelist = NULL;
     pg->slab.counters = cnt.v;
     struct slab_node *n = &c->node[pg->node];
@@ -158,6 +164,7 @@ void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired
             }
         } else {
             new.frozen = 0;
+            new.owner = SLAB_NO_OWNER;
             if (slab_cmpxchg(c, pg, NULL, old.v, NULL, new.v)) {
                 *retired = true;
                 return NULL;
@@ -174,6 +181,7 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
         void *fl = slab_freelist(pg);
         union slab_counters old = { .v = slab_counters(pg) }, new = old;
         new.frozen = 1;
+        new.owner = slab_owner_here(c);
         if (take)
             new.inuse = new.objects;
         if (slab_cmpxchg(c, pg, fl, old.v, take ? NULL : fl, new.v))
@@ -232,6 +240,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
             old.v = slab_counters(pg);
             new = old;
             new.frozen = 0;
+            new.owner = SLAB_NO_OWNER;
         } while (!slab_cmpxchg(c, pg, fl, old.v, fl, new.v));
         if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
             pg->slab.next = discard;
@@ -290,6 +299,7 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         if (!was_frozen && !locked) {
             if (!prior && c->cpu_partial) {
                 new.frozen = 1;               /* full -> this CPU's partial list */
+                new.owner = slab_owner_here(c);
             } else if (!prior || new.inuse == 0) {
                 lock_acquire(&n->list_lock);  /* list membership changes */
                 locked = true;
@@ -526,6 +536,13 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     }
 }
 
+/* slab.h: a free on the wrong CPU (marker already set) goes home. */
+void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj)
+{
+    stat(c, SK_FREE_REMOTE);
+    slab_free_chain(c, head, obj, obj, 1);
+}
+
 /* ---- the double-free search (slab_free_suspect) ---- */
 
 /* Is obj one of the first `max` links of the freelist at fl?  A racing
@@ -600,7 +617,7 @@ static const char *find_free(struct slab_cache *c, void *obj)
 
 SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *call)
 {
-    bool fresh = *slab_marker(c, obj) == SLAB_FRESH_KEY;
+    bool fresh = (*slab_marker(c, obj) ^ slab_free_key) & 1;   /* either fresh key */
     const char *where = find_free(c, obj);
     if (!where)
         return;       /* the user's data matched the key: free it */
@@ -639,6 +656,7 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
         old.v = slab_counters(pg);
         new = old;
         new.frozen = 0;
+        new.owner = SLAB_NO_OWNER;
         new.inuse -= cnt;
         if (cnt)
             set_fp(c, tail, prior);

@@ -38,9 +38,12 @@ union slab_counters {
         uint32_t inuse;           /* objects not on the slab freelist */
         uint16_t objects;         /* objects in the slab */
         uint8_t frozen;           /* on a CPU: exempt from list management */
-        uint8_t unused;
+        uint8_t owner;            /* frozen: the CPU that froze it (free-to-owner
+                                   * caches), else SLAB_NO_OWNER */
     };
 };
+
+#define SLAB_NO_OWNER 0xff
 
 struct slab_cpu {                 /* one per cache per CPU, own cache line */
     lock_t lock;                  /* the per-CPU slow-path lock */
@@ -93,6 +96,8 @@ struct slab_cache {
     uint32_t inv;                 /* inverse of size's odd part, mod 2^32 */
     uint8_t shift;                /* size = odd part << shift */
     uint8_t poison;               /* watched by memcheck / ASan (poison.h) */
+    bool remote_free;             /* frozen slabs record their CPU: a free
+                                   * on another CPU goes home (slab_free) */
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
@@ -236,8 +241,12 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
  * sk_malloc, 8-byte caches) have one word: there the free pointer replaces
  * the marker once the object goes back to its slab.
  */
-extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bit 0 clear */
+extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bits 0-1 clear */
 #define SLAB_FRESH_KEY (slab_free_key | 1)
+/* Never handed out, and zero but for words 0 and 1 (free pointer, this
+ * marker): an object of a slab made on pages known zero.  calloc clears
+ * the two words instead of the object. */
+#define SLAB_FRESH_ZERO_KEY (slab_free_key | 3)
 
 static inline uintptr_t *slab_marker(const struct slab_cache *c, void *obj)
 {
@@ -248,10 +257,10 @@ static inline void slab_mark_live(const struct slab_cache *c, void *obj)
 {
     *slab_marker(c, obj) = 0;
 }
-/* Is the object's marker the free or the fresh one?  One xor, one compare. */
+/* Is the object's marker the free or a fresh one?  One xor, one compare. */
 static inline bool slab_marked_free(const struct slab_cache *c, void *obj)
 {
-    return (*slab_marker(c, obj) ^ slab_free_key) <= 1;
+    return (*slab_marker(c, obj) ^ slab_free_key) <= 3;
 }
 /* The slow check of a marked object: aborts naming the call when the
  * object is free or was never handed out; returns when the mark was a
@@ -303,14 +312,48 @@ static inline void slab_free(struct slab_cache *c, void *obj, const char *call)
     slab_free_slow(c, obj);
 }
 
+/* A free on a CPU other than the one its slab is frozen to: straight back
+ * to the slab's freelist (SLUB's __slab_free), never into this CPU's
+ * array, so this CPU does not hand the object out again (passive false
+ * sharing, and lines last written by the other CPU). */
+void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj);
+
+/* slab_free for an object whose slab page pg (head or tail) the caller
+ * has: an object of a slab frozen to another CPU goes home. */
+static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *obj,
+                                const char *call)
+{
+    if (unlikely(slab_marked_free(c, obj))) {
+        slab_free_marked(c, obj, call);
+        return;
+    }
+    *slab_marker(c, obj) = slab_free_key;
+    if (c->remote_free) {
+        struct sk_page *head = pg->slab.head;
+        union slab_counters cnt = { .v = __atomic_load_n(&head->slab.counters, __ATOMIC_RELAXED) };
+        /* A racy look: a slab unfrozen or refrozen meanwhile only makes
+         * the choice of path stale, and both paths are right for any
+         * slab state.  A thread without rseq reads an id that is no CPU's
+         * and always goes home. */
+        if (cnt.owner != SLAB_NO_OWNER && cnt.owner != (uint8_t)cpu_rseq_area()->cpu_id) {
+            slab_free_remote(c, head, obj);
+            return;
+        }
+    }
+    if (likely(cpu_push_fast(slab_arrays(c), obj)))
+        return;
+    slab_free_slow(c, obj);
+}
+
 /* The free fast path, shared by sk_free and free: find and check the
  * object's slab, push it on this CPU's array; anything else (NULL, large
  * blocks, bad pointers, a full array) leaves for a slow path. */
 static inline void kfree_inline(void *p)
 {
     struct slab_cache *c;
-    if (likely(slab_of_object(p, &c))) {
-        slab_free(c, p, "free");
+    struct sk_page *pg = slab_of_object(p, &c);
+    if (likely(pg)) {
+        slab_free_at(c, pg, p, "free");
         return;
     }
     sk_free_slow(p, "free");

@@ -31,6 +31,7 @@ const char *const sk_stat_names[SK_STAT_NR] = {
     [SK_REMOTE_DRAIN] = "remote_drain",
     [SK_BARN_PUT] = "barn_put",
     [SK_BARN_GET] = "barn_get",
+    [SK_FREE_REMOTE] = "free_remote",
 };
 
 struct info_query {

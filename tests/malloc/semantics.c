@@ -300,6 +300,39 @@ static void test_calloc(void)
         free(z);
     }
     ok(whole, "calloc zeroes the whole usable size (calloc(1, 17): bytes 17..31 too)");
+
+    /* calloc skips the memset for objects of slabs made on pages known
+     * zero: slabs made on pages that held dirty objects must not pass for
+     * zero.  Fill 4 MiB of one size, free it (its empty slabs go back to
+     * the page allocator, dirty), then calloc 4 MiB of another size, whose
+     * new slabs are made on those pages. */
+    static const size_t recyc[] = { 16, 48, 96, 256, 1024, 4096, 16384, 64, 32 };
+    const size_t nrecyc = sizeof recyc / sizeof recyc[0];
+    int recycled = 1;
+    for (size_t k = 0; k + 1 < nrecyc; k++) {
+        size_t n = recyc[k], m = recyc[k + 1], cnt = (4u << 20) / n, cnt2 = (4u << 20) / m;
+        unsigned char **v = malloc((cnt > cnt2 ? cnt : cnt2) * sizeof *v);
+        if (!v)
+            BAIL("malloc failed");
+        for (size_t i = 0; i < cnt; i++)
+            if ((v[i] = malloc(n)))
+                memset(v[i], 0x5a, malloc_usable_size(v[i]));
+        for (size_t i = 0; i < cnt; i++)
+            free(v[i]);
+        for (size_t i = 0; i < cnt2; i++) {
+            v[i] = calloc(1, m);
+            size_t u = v[i] ? malloc_usable_size(v[i]) : 0;
+            for (size_t j = 0; recycled && j < u; j++)
+                if (v[i][j]) {
+                    diag("calloc(1, %zu) #%zu after 4 MiB of %zu-byte objects: byte %zu is %#x", m, i, n, j, v[i][j]);
+                    recycled = 0;
+                }
+        }
+        for (size_t i = 0; i < cnt2; i++)
+            free(v[i]);
+        free(v);
+    }
+    ok(recycled, "calloc is zero in slabs made on pages freed dirty (4 MiB of one size, then calloc of the next, 8 pairs)");
 }
 
 /* ---- realloc ----------------------------------------------------------- */

@@ -7,6 +7,8 @@
 #     (GLIBC_TUNABLES=glibc.pthread.rseq=0: the per-CPU arrays' lock
 #     fallback; the test's own diagnostic must say so), and with both;
 #   - tests/slab/barn with barn=0 and with rseq off;
+#   - tests/slab/remote_free with remote_free=0 and with rseq off (small
+#     objects freed on another CPU then stay in that CPU's array);
 #   - allocator=slab: kmalloc-64 and kmalloc-128 have exactly one object
 #     fewer per slab with slab_mgmt=onslab than with slab_mgmt=page (the
 #     struct slab SLAB kept inside the slab before 2014), read from the
@@ -16,17 +18,21 @@
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
-if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ]; then
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..11"
+echo "1..13"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
 check "stress_cross_cpu with barn=0" -e "barn=0" -- \
     env SLABKIT_OPTIONS=barn=0 "$S/stress_cross_cpu"
 check "barn with barn=0" -- env SLABKIT_OPTIONS=barn=0 "$S/barn"
+check "remote_free with remote_free=0 (frees stay on the freeing CPU)" -e "stay on that CPU" -- \
+    env SLABKIT_OPTIONS=remote_free=0 "$S/remote_free"
+check "remote_free with rseq off (no CPU to compare: the array path)" -e "stay on that CPU" -- \
+    env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/remote_free"
 check "barn with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/barn"
 check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
