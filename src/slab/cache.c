@@ -397,7 +397,7 @@ void *sk_cache_alloc(sk_cache_t *cache)
 
 void sk_cache_free(sk_cache_t *cache, void *obj)
 {
-    struct slab_cache *c = (struct slab_cache *)cache, *owner;
+    struct slab_cache *c = (struct slab_cache *)cache, *owner = NULL;
     if (unlikely(!obj))
         return;
     struct sk_page *pg = slab_of_object(obj, &owner);

@@ -156,7 +156,7 @@ void slub_cpu_free(struct slab_cache *c, void *obj)
 static void *next_of(struct slab_cache *c, void *obj, bool strict)
 {
     void *next = get_fp(c, obj);
-    struct slab_cache *owner;
+    struct slab_cache *owner = NULL;
     if (next && (!slab_of_object(next, &owner) || owner != c)) {
         if (strict)
             os_fatal("freelist corrupted in %s: object %p links to %p (use after free?)", c->name, obj, next);
