@@ -28,6 +28,7 @@
 
 #include "malloc/malloc.h"
 #include "slab/kfence.h"
+#include "slab/report.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
@@ -413,4 +414,5 @@ static void fork_child(void)
         }
     }
     kfence_atfork_child();
+    report_atfork_child();
 }
