@@ -18,6 +18,10 @@
 
 #include "slab/slub_cpu.h"
 
+_Static_assert(SK_DEBUG_F == SK_CACHE_CONSISTENCY_CHECKS && SK_DEBUG_Z == SK_CACHE_RED_ZONE &&
+               SK_DEBUG_P == SK_CACHE_POISON && SK_DEBUG_U == SK_CACHE_STORE_USER && SK_DEBUG_T == SK_CACHE_TRACE,
+               "debug= letters are the sk_cache_create flags");
+
 static lock_t cache_lock = LOCK_INIT;
 static struct slab_cache *cache_list, *cache_tail;
 static bool slab_is_ready;
@@ -178,8 +182,12 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->kofs = c->offset + (uint32_t)sizeof(void *);
         stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
     }
+    /* slub_debug: red zones, tracks and the requested size around each
+     * object, the first left red zone at the slab's head (slab_debug.c). */
+    if (flags & SK_DEBUG_ALL)
+        stride = slab_debug_layout(c, size, align);
     c->size = (uint32_t)stride;
-    c->reserved = 0;              /* SLUB: nothing but objects in a slab */
+    c->reserved = c->red_left;    /* SLUB: nothing but objects in a slab */
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
     c->shift = (uint8_t)__builtin_ctz((unsigned)stride);
@@ -190,8 +198,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->random = (uintptr_t)os_random64();
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
-    if (c->slots)
-        c->array_cap = c->batch = 0;   /* sheaves=0: the arrays stay empty */
+    if (c->slots || c->mode == SLAB_MODE_DEBUG)
+        c->array_cap = c->batch = 0;   /* sheaves=0, slub_debug: the arrays stay empty */
     if (c->batch > SLAB_BATCH_MAX)
         c->batch = SLAB_BATCH_MAX;
     if (sk_opt.cpu_partial < 0)
@@ -213,7 +221,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
      * memory it may keep from the slabs), none where not one batch fits. */
     unsigned barn = 0;
-    if (sk_opt.barn && !c->slots) {
+    if (sk_opt.barn && c->batch) {
         unsigned most = SLAB_BARN_MAX / c->batch * c->batch;
         barn = SLAB_BARN_BYTES / c->size / c->batch * c->batch;
         if (barn > most)
@@ -228,7 +236,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     }
     /* allocator=slab: SLAB sizes the cache its own way (and runs its slow
      * paths, slab_classic.c). */
-    if (sk_opt.allocator == SK_ALLOC_SLAB)
+    if (sk_opt.allocator == SK_ALLOC_SLAB && c->mode != SLAB_MODE_DEBUG)
         slab_classic_setup(c);
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
@@ -294,7 +302,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     c->slots = slots;
     for (int n = 0; n < MAX_NUMNODES; n++)
         c->node[n].barn.objs = barn[n];
-    cache_setup(c, name, size, align, flags, ctor, kmalloc);
+    cache_setup(c, name, size, align, flags | slab_debug_flags_for(name), ctor, kmalloc);
     cache_publish(c);
     return c;
 }
@@ -376,6 +384,10 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
         return;
     struct sk_page *pg = slab_of_object(obj, &owner);
     if (unlikely(!pg || owner != c)) {
+        if (c->mode == SLAB_MODE_DEBUG) {
+            slab_debug_free(c, obj, false, "sk_cache_free");   /* reports it */
+            return;
+        }
         if (pg)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
