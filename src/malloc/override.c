@@ -403,6 +403,7 @@ static void fork_child(void)
                  * objects, and list_gen makes removals from it no-ops. */
                 nd->partial = NULL;
                 nd->nr_partial = 0;
+                nd->full = NULL;       /* slub_debug's full list too */
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
                 if (c->mode == SLAB_MODE_CLASSIC)
                     slab_classic_abandon_node(nd);
