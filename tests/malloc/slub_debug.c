@@ -348,7 +348,7 @@ int main(int argc, char **argv)
         NO_TAIL();
         return r;
     }
-    plan(31);
+    plan(32);
 
     int st = run("debug=FZPU", "overflow");
     CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$") &&
