@@ -25,6 +25,8 @@
  *     bytes, free_calls with the freeing one;
  *   - the cache API's SK_CACHE_DEBUG works with no option at all, and a
  *     cache without it is not checked;
+ *   - F alone: a free pointer overwritten after a free is "Freepointer
+ *     corrupt" at the next alloc; debug_continue isolates the chain;
  *   - a correct program (malloc, calloc, realloc, aligned_alloc,
  *     malloc_usable_size, threads) under debug=FZPU is silent and exits 0,
  *     and malloc_usable_size is the size asked for.
@@ -176,6 +178,25 @@ int case_api(int flags)
     return 0;
 }
 
+/* F alone: a write just past a freed object lands on its free pointer
+ * (after the object in a debug cache); the next alloc takes the object and
+ * finds the pointer invalid. */
+int case_fpcorrupt(void)
+{
+    sk_cache_t *c = sk_cache_create("dbg-fp", 40, 0, SK_CACHE_CONSISTENCY_CHECKS, NULL);
+    if (!c)
+        return 3;
+    char *a = sk_cache_alloc(c), *b = sk_cache_alloc(c);
+    sk_cache_free(c, b);
+    sk_cache_free(c, a);
+    memset(a + 40, 0x41, 8);
+    char *again = sk_cache_alloc(c);
+    dprintf(2, "again %s\n", again == a ? "same" : "other");
+    void *more = sk_cache_alloc(c);
+    dprintf(2, "more %p\n", more);
+    return 0;
+}
+
 static void *correct_thread(void *arg)
 {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -238,6 +259,7 @@ int case_trace(void);
 int case_calls(void);
 int case_api(int flags);
 int case_correct(void);
+int case_fpcorrupt(void);
 
 static int run_case(const char *name)
 {
@@ -263,6 +285,8 @@ static int run_case(const char *name)
         return case_api(0);
     if (!strcmp(name, "correct"))
         return case_correct();
+    if (!strcmp(name, "fpcorrupt"))
+        return case_fpcorrupt();
     return 99;
 }
 
@@ -348,7 +372,7 @@ int main(int argc, char **argv)
         NO_TAIL();
         return r;
     }
-    plan(32);
+    plan(34);
 
     int st = run("debug=FZPU", "overflow");
     CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$") &&
@@ -439,6 +463,15 @@ int main(int argc, char **argv)
     CHECK(exited0(st) && out[0] == 0, "a cache without the flag is not checked");
     st = run("debug=FZPU", "api_plain");
     CHECK(aborted(st) && has("BUG dbg-api .*Right Redzone overwritten"), "debug= applies to user caches by name too");
+
+    st = run(NULL, "fpcorrupt");
+    CHECK(aborted(st) && has(FRAME "dbg-fp \\(Not tainted\\): Freepointer corrupt$") &&
+              has("^INFO: Object 0x[0-9a-f]+ @offset=[0-9]+ fp=0x[0-9a-f]+$"),
+          "F: a free pointer overwritten after a free: Freepointer corrupt at the next alloc");
+    st = run("debug_continue=1", "fpcorrupt");
+    CHECK(exited0(st) && has("^FIX dbg-fp: Isolating the rest of the freelist of slab 0x[0-9a-f]+$") &&
+              has("^again same$") && has("^more 0x[0-9a-f]+$") && count("BUG ") == 1,
+          "debug_continue: the object is handed out, the rest of the chain isolated, the cache goes on");
 
     st = run("debug=FZPU", "correct");
     CHECK(exited0(st) && out[0] == 0, "a correct program under debug=FZPU: silent, exit 0 (status %d)", st);
