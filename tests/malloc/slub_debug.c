@@ -27,6 +27,7 @@
  *     cache without it is not checked;
  *   - F alone: a free pointer overwritten after a free is "Freepointer
  *     corrupt" at the next alloc; debug_continue isolates the chain;
+ *   - allocator=slab and sheaves=0 run debug caches the same way;
  *   - a correct program (malloc, calloc, realloc, aligned_alloc,
  *     malloc_usable_size, threads) under debug=FZPU is silent and exits 0,
  *     and malloc_usable_size is the size asked for.
@@ -372,7 +373,7 @@ int main(int argc, char **argv)
         NO_TAIL();
         return r;
     }
-    plan(34);
+    plan(36);
 
     int st = run("debug=FZPU", "overflow");
     CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$") &&
@@ -472,6 +473,13 @@ int main(int argc, char **argv)
     CHECK(exited0(st) && has("^FIX dbg-fp: Isolating the rest of the freelist of slab 0x[0-9a-f]+$") &&
               has("^again same$") && has("^more 0x[0-9a-f]+$") && count("BUG ") == 1,
           "debug_continue: the object is handed out, the rest of the chain isolated, the cache goes on");
+
+    st = run("debug,allocator=slab", "double");
+    CHECK(aborted(st) && has(FRAME "kmalloc-64 \\(Not tainted\\): Object already free$"),
+          "allocator=slab: a debug cache runs slub_debug's paths all the same (SLAB's kmalloc-64)");
+    st = run("debug,sheaves=0", "overflow");
+    CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$"),
+          "sheaves=0: so does a debug cache there");
 
     st = run("debug=FZPU", "correct");
     CHECK(exited0(st) && out[0] == 0, "a correct program under debug=FZPU: silent, exit 0 (status %d)", st);
