@@ -121,8 +121,10 @@ $(B)/slabkit: tools/slabkit.sh
 	cp $< $@ && chmod +x $@
 
 # Unit tests link the static library: they may call layer-internal functions.
-# The KFENCE test exports its symbols, so that its reports name its functions.
+# The KFENCE and slub_debug tests export their symbols, so that their
+# reports name their functions.
 $(B)/tests/malloc/kfence: TEST_LDFLAGS := -rdynamic
+$(B)/tests/malloc/slub_debug: TEST_LDFLAGS := -rdynamic
 $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm $(TEST_LDFLAGS)
@@ -139,9 +141,10 @@ $(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workl
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -pthread -Ibench -o $@ $< -lm
 
+# -rdynamic: slabinfo's alloc_calls (debug=U) name the tool's own functions.
 $(B)/tools/%: tools/%.c $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) $(LDFLAGS) -o $@ $< $(B)/libslabkit.a
+	$(CC) $(PROGCFLAGS) $(LDFLAGS) -rdynamic -o $@ $< $(B)/libslabkit.a
 
 $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)

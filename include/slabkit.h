@@ -51,6 +51,20 @@ typedef struct sk_cache sk_cache_t;
 
 /* Flags for sk_cache_create. */
 #define SK_CACHE_HWALIGN  0x1u  /* align objects to a cache line */
+/*
+ * slub_debug for this cache (docs/slub_debug.md), the kernel's SLAB_* debug
+ * flags and values; SLABKIT_OPTIONS=debug=FZPUT gives them to every cache,
+ * or to those named by debug_caches=NAME:NAME.  A debug cache takes its slow
+ * path for every alloc and free (other caches keep their fast paths), and
+ * reports a bug the kernel's way on stderr, then abort()s (debug_continue=1:
+ * repairs and goes on).
+ */
+#define SK_CACHE_CONSISTENCY_CHECKS 0x00000100u /* F: each free checks the object is live and sound */
+#define SK_CACHE_RED_ZONE        0x00000400u /* Z: red zones around each object, checked at free and alloc */
+#define SK_CACHE_POISON          0x00000800u /* P: free objects filled with 0x6b..0xa5, checked at alloc */
+#define SK_CACHE_STORE_USER      0x00010000u /* U: each object keeps its last alloc and free stack */
+#define SK_CACHE_TRACE           0x00200000u /* T: each alloc and free logged on stderr */
+#define SK_CACHE_DEBUG (SK_CACHE_CONSISTENCY_CHECKS | SK_CACHE_RED_ZONE | SK_CACHE_POISON | SK_CACHE_STORE_USER)
 
 /*
  * Create a cache of objects of `size` bytes aligned to `align` (0: the
@@ -141,6 +155,11 @@ struct sk_cache_info {
 SK_API int sk_cache_info(const char *name, struct sk_cache_info *info);
 /* Call fn for each cache, in creation order. */
 SK_API void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *arg);
+/* For a cache with SK_CACHE_STORE_USER (debug=U): its alloc_calls (sites of
+ * the objects allocated now) and free_calls (of its free objects' last
+ * free), as the kernel's /sys/kernel/slab/NAME files, written to fd with
+ * write(2), no allocation.  0; -1 for no such cache or one without U. */
+SK_API int sk_cache_calls(const char *name, int fd);
 
 /* ---- address space ------------------------------------------------------ */
 

@@ -12,6 +12,12 @@
  *   slabinfo --slabinfo [--workload]   /proc/slabinfo version 2.1
  *   slabinfo -h                        usage
  *
+ * With SLABKIT_OPTIONS=debug=U (slub_debug's user tracking) -r also shows
+ * the cache's alloc_calls and free_calls: one line per call site with the
+ * count, site, age min/avg/max (ms), thread ids, CPUs and bytes.  A
+ * program run with debug=U,slabinfo_at_exit=1 writes the same sections
+ * after its exit-time slabinfo.
+ *
  * Summary columns: Objects (active), Objsize (bytes asked for), Space
  * (bytes of all slabs), Slabs/Part/Cpu (slabs, on node partial lists, on
  * CPU partial lists), O/S (objects per slab), O (order), %Fr (slabs
@@ -30,7 +36,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: slabinfo [-a] [--workload]        one line per cache in use (-a: every cache)\n"
             "       slabinfo -r NAME [--workload]     full report of a cache (event counters,\n"
-            "                                         per-CPU partial statistics); -r may repeat\n"
+            "                                         per-CPU partial statistics; alloc_calls and\n"
+            "                                         free_calls under debug=U); -r may repeat\n"
             "       slabinfo --slabinfo [--workload]  /proc/slabinfo version 2.1 format\n"
             "       slabinfo -h                       this text\n"
             "slabkit lives in the process that uses it, so this reports its own process;\n"
@@ -259,6 +266,12 @@ int main(int argc, char **argv)
                 continue;
             }
             report(&info);
+            /* slub_debug's U (SLABKIT_OPTIONS=debug=U): the call sites of
+             * its allocated and freed objects, as the kernel's sysfs
+             * alloc_calls and free_calls. */
+            fflush(stdout);
+            if (sk_cache_calls(reports[r], 1) == 0)
+                printf("\n");
         }
         return rc;
     }

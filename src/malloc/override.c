@@ -28,6 +28,7 @@
 
 #include "malloc/malloc.h"
 #include "slab/kfence.h"
+#include "slab/report.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
@@ -402,6 +403,7 @@ static void fork_child(void)
                  * objects, and list_gen makes removals from it no-ops. */
                 nd->partial = NULL;
                 nd->nr_partial = 0;
+                nd->full = NULL;       /* slub_debug's full list too */
                 nd->gen = (uint16_t)(nd->gen + 1 ? nd->gen + 1 : 1);
                 if (c->mode == SLAB_MODE_CLASSIC)
                     slab_classic_abandon_node(nd);
@@ -413,4 +415,5 @@ static void fork_child(void)
         }
     }
     kfence_atfork_child();
+    report_atfork_child();
 }

@@ -41,6 +41,9 @@ struct sk_options sk_opt = {
     .kfence = 0,
     .kfence_pages = 255,
     .leak_check = 0,
+    .debug = 0,
+    .debug_caches = "",
+    .debug_continue = 0,
 };
 
 /* A value given by name; a list ends with a NULL name. */
@@ -96,7 +99,39 @@ static const struct option_def defs[] = {
     { "kfence_pages", &sk_opt.kfence_pages, 1, 16383, "objects in the KFENCE pool (each a page and a guard page)",
       NULL },
     { "leak_check", &sk_opt.leak_check, 0, 1, "report unreferenced heap objects at exit (kmemleak, docs/kmemleak.md)", NULL },
+    { "debug_continue", &sk_opt.debug_continue, 0, 1, "after a slub_debug report, repair and go on (0: abort)", NULL },
 };
+
+/* debug=: slub_debug's letters F Z P U T (either case) in any order; 1 or
+ * a bare "debug" is FZPU, as the kernel's slub_debug with no flags; 0 or
+ * "-" is off.  0 on success. */
+static int parse_debug(const char *s, long *out)
+{
+    static const struct { char letter; long flag; } letters[] = {
+        { 'F', SK_DEBUG_F }, { 'Z', SK_DEBUG_Z }, { 'P', SK_DEBUG_P }, { 'U', SK_DEBUG_U }, { 'T', SK_DEBUG_T },
+    };
+    if (!strcmp(s, "1")) {
+        *out = SK_DEBUG_DEFAULT;
+        return 0;
+    }
+    if (!strcmp(s, "0") || !strcmp(s, "-")) {
+        *out = 0;
+        return 0;
+    }
+    long v = 0;
+    for (; *s; s++) {
+        size_t i = 0;
+        while (i < SK_ARRAY_SIZE(letters) && letters[i].letter != (*s & ~0x20))
+            i++;
+        if (i == SK_ARRAY_SIZE(letters))
+            return -1;
+        v |= letters[i].flag;
+    }
+    if (!v)
+        return -1;
+    *out = v;
+    return 0;
+}
 
 /* Strict decimal (or 0x hex) parse; 0 on success. */
 static int parse_long(const char *s, long *out)
@@ -141,6 +176,8 @@ static void describe_values(const struct option_def *d, char *buf, size_t size)
 long sk_option(const char *key)
 {
     os_options_init();
+    if (!strcmp(key, "debug"))
+        return sk_opt.debug;
     for (size_t i = 0; i < SK_ARRAY_SIZE(defs); i++)
         if (!strcmp(defs[i].key, key))
             return *defs[i].val;
@@ -169,6 +206,22 @@ int os_options_parse(const char *text)
         const char *value = eq ? eq + 1 : "1";   /* a bare key means key=1 */
         if (eq)
             *eq = 0;
+        if (!strcmp(item, "debug")) {         /* letters, not a number */
+            if (parse_debug(value, &sk_opt.debug)) {
+                os_warn("SLABKIT_OPTIONS: bad value '%s' for debug (want 1, 0, - or letters of FZPUT) ignored", value);
+                warnings++;
+            }
+            continue;
+        }
+        if (!strcmp(item, "debug_caches")) {  /* names, not a number */
+            if (strlen(value) >= sizeof sk_opt.debug_caches) {
+                os_warn("SLABKIT_OPTIONS: debug_caches too long: ignored");
+                warnings++;
+            } else {
+                strcpy(sk_opt.debug_caches, value);
+            }
+            continue;
+        }
         if (!strcmp(item, "swap_file")) {     /* a path, not a number */
             if (strlen(value) >= sizeof sk_opt.swap_file) {
                 os_warn("SLABKIT_OPTIONS: swap_file path too long: ignored");

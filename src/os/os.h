@@ -144,7 +144,19 @@ struct sk_options {
     long kfence;             /* KFENCE sample interval in ms (0: off; src/slab/kfence.c) */
     long kfence_pages;       /* objects in the KFENCE pool */
     long leak_check;         /* kmemleak: scan for unreferenced objects at exit (src/slab/leak.c) */
+    long debug;              /* slub_debug: SK_DEBUG_* letters for caches (debug=FZPUT; src/slab/slab_debug.c) */
+    char debug_caches[256];  /* only these caches, NAME:NAME (empty: every cache) */
+    long debug_continue;     /* after a slub_debug report, repair and go on instead of abort() */
 };
+/* debug=: the kernel's slub_debug letters, as the sk_cache_create flags
+ * of the same values (include/slabkit.h; the kernel's SLAB_* bits). */
+#define SK_DEBUG_F 0x00000100    /* consistency checks */
+#define SK_DEBUG_Z 0x00000400    /* red zones */
+#define SK_DEBUG_P 0x00000800    /* poison */
+#define SK_DEBUG_U 0x00010000    /* store the last alloc and free user */
+#define SK_DEBUG_T 0x00200000    /* trace each alloc and free */
+#define SK_DEBUG_ALL (SK_DEBUG_F | SK_DEBUG_Z | SK_DEBUG_P | SK_DEBUG_U | SK_DEBUG_T)
+#define SK_DEBUG_DEFAULT (SK_DEBUG_F | SK_DEBUG_Z | SK_DEBUG_P | SK_DEBUG_U)   /* debug, debug=1 */
 enum { SK_ALLOC_SLUB, SK_ALLOC_SLAB };           /* allocator=slub|slab */
 enum { SK_SLAB_MGMT_PAGE, SK_SLAB_MGMT_ONSLAB };  /* slab_mgmt=page|onslab */
 extern struct sk_options sk_opt SK_INTERNAL;

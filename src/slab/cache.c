@@ -19,6 +19,10 @@
 #include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
+_Static_assert(SK_DEBUG_F == SK_CACHE_CONSISTENCY_CHECKS && SK_DEBUG_Z == SK_CACHE_RED_ZONE &&
+               SK_DEBUG_P == SK_CACHE_POISON && SK_DEBUG_U == SK_CACHE_STORE_USER && SK_DEBUG_T == SK_CACHE_TRACE,
+               "debug= letters are the sk_cache_create flags");
+
 static lock_t cache_lock = LOCK_INIT;
 static struct slab_cache *cache_list, *cache_tail;
 static bool slab_is_ready;
@@ -176,7 +180,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->align = (uint32_t)align;
     /* Watched by memcheck / ASan (poison.h): the sk_cache caches of the
      * default mode, when a tool is there. */
-    c->poison = slab_poison_on && !kmalloc && !c->slots && sk_opt.allocator != SK_ALLOC_SLAB;
+    c->poison = slab_poison_on && !kmalloc && !c->slots && sk_opt.allocator != SK_ALLOC_SLAB &&
+                !(flags & SK_DEBUG_ALL);     /* slub_debug checks those itself */
     size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
     /* Objects are freed in their constructed state: with a constructor,
      * the free pointer and the free marker (slab.h) live after the object,
@@ -192,8 +197,12 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->kofs = c->offset + (uint32_t)sizeof(void *);
         stride = SK_ALIGN_UP(c->kofs + sizeof(void *), align);
     }
+    /* slub_debug: red zones, tracks and the requested size around each
+     * object, the first left red zone at the slab's head (slab_debug.c). */
+    if (flags & SK_DEBUG_ALL)
+        stride = slab_debug_layout(c, size, align);
     c->size = (uint32_t)stride;
-    c->reserved = 0;              /* SLUB: nothing but objects in a slab */
+    c->reserved = c->red_left;    /* SLUB: nothing but objects in a slab */
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
     c->shift = (uint8_t)__builtin_ctz((unsigned)stride);
@@ -204,8 +213,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->random = (uintptr_t)os_random64();
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : default_array_cap(stride);
     c->batch = c->array_cap / 2 ? c->array_cap / 2 : 1;
-    if (c->slots)
-        c->array_cap = c->batch = 0;   /* sheaves=0: the arrays stay empty */
+    if (c->slots || c->mode == SLAB_MODE_DEBUG)
+        c->array_cap = c->batch = 0;   /* sheaves=0, slub_debug: the arrays stay empty */
     if (c->poison) {
         c->array_cap = 0;              /* every alloc and free to the hooks */
         c->batch = 1;
@@ -231,7 +240,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
      * memory it may keep from the slabs), none where not one batch fits. */
     unsigned barn = 0;
-    if (sk_opt.barn && !c->slots) {
+    if (sk_opt.barn && c->batch) {
         unsigned most = SLAB_BARN_MAX / c->batch * c->batch;
         barn = SLAB_BARN_BYTES / c->size / c->batch * c->batch;
         if (barn > most)
@@ -246,14 +255,14 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     }
     /* allocator=slab: SLAB sizes the cache its own way (and runs its slow
      * paths, slab_classic.c). */
-    if (sk_opt.allocator == SK_ALLOC_SLAB)
+    if (sk_opt.allocator == SK_ALLOC_SLAB && c->mode != SLAB_MODE_DEBUG)
         slab_classic_setup(c);
     /* Objects smaller than a cache line share lines with their neighbours:
      * a free on another CPU goes home to the CPU its slab is frozen to, so
      * this CPU never hands it out next to the other CPU's live objects
      * (passive false sharing).  Larger objects stay on the array path, which
      * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson). */
-    c->remote_free = sk_opt.remote_free && !c->slots && c->mode != SLAB_MODE_CLASSIC && !c->poison &&
+    c->remote_free = sk_opt.remote_free && !c->slots && c->mode == SLAB_MODE_SLUB && !c->poison &&
                      cpu_use_rseq && c->size < CACHE_LINE;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
@@ -319,7 +328,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     c->slots = slots;
     for (int n = 0; n < MAX_NUMNODES; n++)
         c->node[n].barn.objs = barn[n];
-    cache_setup(c, name, size, align, flags, ctor, kmalloc);
+    cache_setup(c, name, size, align, flags | slab_debug_flags_for(name), ctor, kmalloc);
     cache_publish(c);
     return c;
 }
@@ -402,6 +411,10 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
         return;
     struct sk_page *pg = slab_of_object(obj, &owner);
     if (unlikely(!pg || owner != c)) {
+        if (c->mode == SLAB_MODE_DEBUG) {
+            slab_debug_free(c, obj, false, "sk_cache_free");   /* reports it */
+            return;
+        }
         if (pg)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);

@@ -23,11 +23,10 @@
  *
  * Reports: a SIGSEGV handler, installed with the pool, reports faults in
  * the pool and aborts; any other fault goes to the handler that was there
- * before (or the default action).  Stacks are return addresses from
- * backtrace(), called once at set-up so that its lazy loading of the
- * unwinder (which allocates) is done before any report; a frame is named
- * with dladdr, else module+offset for addr2line.  Reports go to stderr
- * through os_printf (no stdio, no allocation).
+ * before (or the default action).  Stacks and frame names are report.c's
+ * (shared with slub_debug): backtrace() warmed at set-up, dladdr names,
+ * module+offset for addr2line.  Reports go to stderr through os_printf (no
+ * stdio, no allocation).
  *
  * This file makes its own system calls (sigaction, mprotect by way of
  * os_commit/os_decommit) and calls the dynamic linker (dladdr): KFENCE is a
@@ -37,24 +36,20 @@
  * taken under it, and no system call is made under it.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <elf.h>
-#include <execinfo.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "slab/kfence.h"
+#include "slab/report.h"
 #include "slab/slab.h"
 
 uintptr_t kfence_pool_start;
 size_t kfence_pool_size;
 
 #define KFENCE_FRAMES 24          /* return addresses kept per stack */
-#define KFENCE_PRINT_FRAMES 16    /* printed per stack */
 #define KFENCE_STACK (64 << 10)
 
 enum { SLOT_UNUSED, SLOT_ALLOCATED, SLOT_FREEING, SLOT_FREED };
@@ -87,8 +82,6 @@ static int arm_state;             /* ARM_*: the sampling "static key" */
 static int setup_state;           /* ST_*: pool, handler, unwinder */
 static int thread_state;          /* ST_*: the timer thread of this process */
 static struct sigaction old_segv;
-static uintptr_t self_base;       /* slabkit's module, for skipping its frames */
-static bool self_shared;          /* slabkit is a shared object (not linked in) */
 
 #define CANARY(addr) ((uint8_t)(0xcb ^ ((uintptr_t)(addr) & 7)))
 
@@ -104,119 +97,15 @@ static void track_record(struct kfence_track *t)
     t->tid = os_gettid();
     t->cpu = os_getcpu();
     t->ns = os_now_ns();
-    t->nframes = backtrace(t->frames, KFENCE_FRAMES);
-}
-
-static const char *const entry_names[] = {
-    "malloc", "calloc", "realloc", "reallocarray", "free", "cfree", "free_sized", "free_aligned_sized",
-    "aligned_alloc", "posix_memalign", "memalign", "valloc", "pvalloc", "malloc_usable_size",
-    "sk_", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv", "_ZnwmRKSt9nothrow_t",
-};
-
-/* Is the return address a frame of slabkit's allocator itself?  In the
- * shared library, any frame of it; linked into a program, its hidden
- * functions (no name for dladdr) and its named entry points. */
-static bool allocator_frame(void *ret)
-{
-    Dl_info di;
-    if (!dladdr((char *)ret - 1, &di) || (uintptr_t)di.dli_fbase != self_base)
-        return false;
-    if (self_shared || !di.dli_sname)
-        return true;
-    for (size_t i = 0; i < SK_ARRAY_SIZE(entry_names); i++)
-        if (!strncmp(di.dli_sname, entry_names[i], strlen(entry_names[i])))
-            return true;
-    return false;
-}
-
-/* Frames of frames[0..n) to skip: slabkit's own, from the top; all of them
- * only if every frame is (then none are skipped). */
-static int skip_allocator(void *const *frames, int n)
-{
-    int i = 0;
-    while (i < n && allocator_frame(frames[i]))
-        i++;
-    return i == n ? 0 : i;
-}
-
-/* The main program's path (dladdr may give it as ""), read at set-up. */
-static char exe_path[256] = "?";
-
-/* A module's path for addr2line. */
-static const char *module_name(const Dl_info *di)
-{
-    return di->dli_fname && di->dli_fname[0] ? di->dli_fname : exe_path;
-}
-
-/* The offset addr2line -e takes: from the load base for position-
- * independent modules, the address itself for a fixed-address program. */
-static uintptr_t module_offset(const Dl_info *di, uintptr_t addr)
-{
-    const Elf64_Ehdr *eh = di->dli_fbase;
-    return eh && eh->e_type == ET_EXEC ? addr : addr - (uintptr_t)eh;
-}
-
-/* A frame's address: a return address (ret) is looked up one byte back,
- * inside its call instruction, so that its module offset is what
- * addr2line needs to name the line of the call; the name's offset is the
- * address itself, as the kernel prints it.  Frames stay small: reports
- * may run on a signal stack. */
-struct frame_name {
-    const char *sym, *module;
-    unsigned long sym_off, mod_off;
-};
-
-static bool frame_name(void *addr, bool ret, struct frame_name *f)
-{
-    Dl_info di;
-    uintptr_t a = (uintptr_t)addr, look = a - ret;
-    if (!dladdr((void *)look, &di))
-        return false;
-    f->sym = di.dli_sname && di.dli_saddr ? di.dli_sname : NULL;
-    f->sym_off = f->sym ? (unsigned long)(a - (uintptr_t)di.dli_saddr) : 0;
-    f->module = module_name(&di);
-    f->mod_off = (unsigned long)module_offset(&di, look);
-    return true;
-}
-
-/* "name+0xoff" where dladdr knows a name, else "module+0xoff". */
-static void format_frame(char *buf, size_t size, void *addr, bool ret)
-{
-    struct frame_name f;
-    if (!frame_name(addr, ret, &f))
-        snprintf(buf, size, "0x%lx", (unsigned long)(uintptr_t)addr);
-    else if (f.sym)
-        snprintf(buf, size, "%s+0x%lx", f.sym, f.sym_off);
-    else
-        snprintf(buf, size, "%s+0x%lx", f.module, f.mod_off);
-}
-
-/* One frame a line: " name+0xoff (module+0xoff)", or " module+0xoff". */
-static void print_frame(void *addr, bool ret)
-{
-    struct frame_name f;
-    if (!frame_name(addr, ret, &f))
-        os_printf(2, " 0x%lx\n", (unsigned long)(uintptr_t)addr);
-    else if (f.sym)
-        os_printf(2, " %s+0x%lx (%s+0x%lx)\n", f.sym, f.sym_off, f.module, f.mod_off);
-    else
-        os_printf(2, " %s+0x%lx\n", f.module, f.mod_off);
-}
-
-static void print_frames(void *const *frames, int n)
-{
-    if (n > KFENCE_PRINT_FRAMES)
-        n = KFENCE_PRINT_FRAMES;
-    for (int i = 0; i < n; i++)
-        print_frame(frames[i], true);
+    t->nframes = report_stack(t->frames, KFENCE_FRAMES);
 }
 
 static void print_track(const char *what, const struct kfence_track *t)
 {
     os_printf(2, "\n%s by task %d on cpu %d at %lu.%06lus:\n", what, t->tid, t->cpu,
               (unsigned long)(t->ns / 1000000000), (unsigned long)(t->ns % 1000000000 / 1000));
-    int skip = skip_allocator(t->frames, t->nframes);
-    print_frames(t->frames + skip, t->nframes - skip);
+    int skip = report_skip_allocator(t->frames, t->nframes);
+    report_print_frames(t->frames + skip, t->nframes - skip);
 }
 
 static const char *class_name(uint32_t size)
@@ -248,13 +137,16 @@ static void report_end(void)
 static __attribute__((noreturn)) void report_call(const char *what, uint32_t i, const char *line)
 {
     void *frames[KFENCE_FRAMES];
-    int n = backtrace(frames, KFENCE_FRAMES);
-    int skip = skip_allocator(frames, n);
+    int n = report_stack(frames, KFENCE_FRAMES);
+    int skip = report_skip_allocator(frames, n);
     char fn[320];
-    format_frame(fn, sizeof fn, frames[skip], true);
+    if (n)
+        report_format_frame(fn, sizeof fn, frames[skip], true);
+    else
+        snprintf(fn, sizeof fn, "?");
     os_printf(2, "%sBUG: KFENCE: %s in %s\n\n", rule, what, fn);
     os_printf(2, "%s", line);
-    print_frames(frames + skip, n - skip);
+    report_print_frames(frames + skip, n - skip);
     print_object(i);
     report_end();
     abort();
@@ -476,7 +368,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucp)
         }
     }
     void *frames[KFENCE_FRAMES + 8];
-    int n = backtrace(frames, KFENCE_FRAMES + 8), first = n;
+    int n = report_stack(frames, KFENCE_FRAMES + 8), first = n;
     for (int k = 0; k < n; k++)
         if (frames[k] == ip) {
             first = k;
@@ -484,7 +376,7 @@ static void segv_handler(int sig, siginfo_t *si, void *ucp)
         }
     char fn[320];
     if (ip)
-        format_frame(fn, sizeof fn, ip, false);
+        report_format_frame(fn, sizeof fn, ip, false);
     else
         snprintf(fn, sizeof fn, "?");
     os_printf(2, "%sBUG: KFENCE: %s %s in %s\n\n", rule, kind, rw, fn);
@@ -492,9 +384,9 @@ static void segv_handler(int sig, siginfo_t *si, void *ucp)
               (unsigned long)a, where);
     /* The faulting frame is an exact address, the rest return addresses. */
     if (ip)
-        print_frame(ip, false);
+        report_print_frame(ip, false);
     if (first < n)
-        print_frames(frames + first + 1, n - first - 1);
+        report_print_frames(frames + first + 1, n - first - 1);
     print_object(i);
     report_end();
     abort();
@@ -533,18 +425,9 @@ static int setup(void)
     nr_slots = (uint32_t)n;
     for (uint32_t i = 0; i < nr_slots; i++)
         fifo_push(i);
-    Dl_info di;
-    if (dladdr((void *)setup, &di)) {
-        self_base = (uintptr_t)di.dli_fbase;
-        Dl_info me;
-        self_shared = !dladdr((void *)getauxval(AT_ENTRY), &me) || me.dli_fbase != di.dli_fbase;
-    }
-    ssize_t len = readlink("/proc/self/exe", exe_path, sizeof exe_path - 1);
-    if (len > 0)
-        exe_path[len] = 0;
-    /* The unwinder loads on the first call, allocating: do that now. */
-    void *warm[4];
-    backtrace(warm, 4);
+    /* The unwinder loads on its first call, allocating: do that now
+     * (kfence_poll's state keeps this thread's nested mallocs out). */
+    report_ready();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = segv_handler;

@@ -79,10 +79,11 @@ static void large_count(long blocks, long pages, bool direct)
 
 /* What the fast-path tables point at: the cache's arrays, or with
  * sheaves=0 the always-empty set, so malloc goes straight to the slow path,
- * which runs the cache's own freelist fast path (slub_cpu.c). */
+ * which runs the cache's own freelist fast path (slub_cpu.c); a slub_debug
+ * cache's too (its own arrays stay at capacity 0 as well). */
 static cpu_arrays_t table_arrays(struct slab_cache *c)
 {
-    return c->slots ? cpu_empty_arrays : slab_arrays(c);
+    return c->slots || c->mode == SLAB_MODE_DEBUG ? cpu_empty_arrays : slab_arrays(c);
 }
 
 /* malloc's table (kmalloc_arrays16): each entry at its 16-byte-aligned
@@ -240,6 +241,8 @@ void kmalloc_free_nonslab(void *p, const char *call)
             return;
         }
     }
+    if (slab_debug_bad_pointer(p, call))
+        return;           /* debug_continue: reported, not freed */
     bad_pointer(p, call);
 }
 
@@ -257,6 +260,8 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call)
         if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && page_address(pg) == p)
             return pg->large.nr_pages << SK_PAGE_SHIFT;
     }
+    if (slab_debug_bad_pointer(p, call))
+        return 0;
     bad_pointer(p, call);
 }
 
@@ -264,8 +269,12 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call)
 
 static void *kmalloc_any(size_t size)
 {
-    if (size <= KMALLOC_MAX_CACHE_SIZE)
-        return slab_alloc(kmalloc_caches[kmalloc_index(size)]);
+    if (size <= KMALLOC_MAX_CACHE_SIZE) {
+        struct slab_cache *c = kmalloc_caches[kmalloc_index(size)];
+        if (unlikely(c->mode == SLAB_MODE_DEBUG))
+            return slab_debug_alloc(c, size);   /* keeps the requested size */
+        return slab_alloc(c);
+    }
     return kmalloc_large(size, 0);
 }
 
@@ -317,10 +326,18 @@ void sk_free(void *p)
 }
 
 /* What a user may use of an object of c: the stride, unless a
- * constructor's free pointer follows the object. */
+ * constructor's free pointer follows the object; with slub_debug, the
+ * size it was asked for (the rest is red zone). */
 static inline size_t slab_usable(const struct slab_cache *c)
 {
     return c->offset ? c->object_size : c->size;
+}
+
+static inline size_t slab_usable_of(struct slab_cache *c, const void *obj)
+{
+    if (unlikely(c->mode == SLAB_MODE_DEBUG))
+        return slab_debug_usable(c, obj);
+    return slab_usable(c);
 }
 
 size_t kmalloc_good_size(size_t size)
@@ -328,8 +345,12 @@ size_t kmalloc_good_size(size_t size)
     /* The class's usable size, from the caches themselves: allocator=slab
      * has other classes, and strides wider than the class (kmalloc-96 of
      * 128-byte objects). */
-    if (size <= KMALLOC_MAX_CACHE_SIZE)
-        return slab_init() == 0 ? slab_usable(kmalloc_caches[kmalloc_index(size)]) : size;
+    if (size <= KMALLOC_MAX_CACHE_SIZE) {
+        if (slab_init() != 0)
+            return size;
+        struct slab_cache *c = kmalloc_caches[kmalloc_index(size)];
+        return c->mode == SLAB_MODE_DEBUG ? size : slab_usable(c);
+    }
     size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
     return r < size ? size : r;
 }
@@ -340,7 +361,7 @@ size_t sk_usable_size(const void *p)
     if (!p)
         return 0;
     if (slab_of_object(p, &c))
-        return slab_usable(c);
+        return slab_usable_of(c, p);
     return kmalloc_usable_nonslab(p, "malloc_usable_size");
 }
 
@@ -388,7 +409,7 @@ void *sk_calloc(size_t nmemb, size_t size)
      * zero already. */
     struct slab_cache *c;
     if (slab_of_object(p, &c))
-        memset(p, 0, slab_usable(c));
+        memset(p, 0, slab_usable_of(c, p));
     else if (!known_zero(p))
         memset(p, 0, kmalloc_usable_nonslab(p, "calloc"));
     return p;
@@ -407,11 +428,12 @@ void *sk_realloc(void *p, size_t size)
     if (slab_of_object(p, &c)) {
         if (unlikely(slab_marked_free(c, p)))
             slab_free_suspect(c, p, "realloc");
-        old = slab_usable(c);
+        old = slab_usable_of(c, p);
         /* In place while the size still maps to this class (a smaller
          * class is worth the copy, and a sized free of the new size must
-         * find the object's class); the two smallest classes stay. */
-        if (size <= old && (old <= 16 || kmalloc_caches[kmalloc_index(size)] == c))
+         * find the object's class); the two smallest classes stay.  A
+         * slub_debug object always moves: its red zone follows its size. */
+        if (size <= old && (old <= 16 || kmalloc_caches[kmalloc_index(size)] == c) && c->mode != SLAB_MODE_DEBUG)
             return p;
     } else if (unlikely(kfence_addr(p))) {
         old = kfence_size(p, "realloc");   /* a KFENCE object always moves */
@@ -480,7 +502,7 @@ static void *aligned_any(size_t align, size_t size)
 {
     struct slab_cache *c = kmalloc_aligned_cache(align, size);
     if (c)
-        return slab_alloc(c);
+        return c->mode == SLAB_MODE_DEBUG ? slab_debug_alloc(c, size < align ? align : size) : slab_alloc(c);
     return kmalloc_large(size < align ? align : size, align);
 }
 

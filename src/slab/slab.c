@@ -50,7 +50,7 @@ uintptr_t slab_free_key;     /* set by slab_init before the first slab */
 
 /* ---- node partial lists (list_lock held) ---- */
 
-static void add_partial(struct slab_node *n, struct sk_page *pg)
+void slab_add_partial(struct slab_node *n, struct sk_page *pg)
 {
     pg->slab.prev = NULL;
     pg->slab.next = n->partial;
@@ -61,7 +61,7 @@ static void add_partial(struct slab_node *n, struct sk_page *pg)
     n->nr_partial++;
 }
 
-static void remove_partial(struct slab_node *n, struct sk_page *pg)
+void slab_remove_partial(struct slab_node *n, struct sk_page *pg)
 {
     if (pg->list_gen != n->gen)
         return;   /* on a list abandoned by a forked child: leave it */
@@ -120,7 +120,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     return pg;
 }
 
-static void discard_slab(struct slab_cache *c, struct sk_page *pg)
+void slab_discard(struct slab_cache *c, struct sk_page *pg)
 {
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
@@ -142,7 +142,7 @@ static int discard_slabs(struct slab_cache *c, struct sk_page *list)
     while (list) {
         struct sk_page *pg = list;
         list = pg->slab.next;
-        discard_slab(c, pg);
+        slab_discard(c, pg);
         n++;
     }
     return n;
@@ -200,7 +200,7 @@ struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc,
     lock_acquire(&n->list_lock);
     while (n->partial) {
         struct sk_page *pg = n->partial;
-        remove_partial(n, pg);
+        slab_remove_partial(n, pg);
         if (!got) {
             *fl = freeze_slab(c, pg, true);
             got = pg;
@@ -246,7 +246,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
             pg->slab.next = discard;
             discard = pg;
         } else {
-            add_partial(n, pg);
+            slab_add_partial(n, pg);
             stat(c, SK_NODE_PARTIAL_FREE);
         }
     }
@@ -317,13 +317,13 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
     }
     if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
         if (prior)
-            remove_partial(n, pg);
+            slab_remove_partial(n, pg);
         lock_release(&n->list_lock);
-        discard_slab(c, pg);
+        slab_discard(c, pg);
         return 1;
     }
     if (!prior) {
-        add_partial(n, pg);
+        slab_add_partial(n, pg);
         stat(c, SK_NODE_PARTIAL_FREE);
     }
     lock_release(&n->list_lock);
@@ -411,8 +411,8 @@ static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned wa
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
-    if (c->mode == SLAB_MODE_CLASSIC)
-        return slab_classic_alloc_slow(c);
+    if (unlikely(c->mode != SLAB_MODE_SLUB))
+        return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
     if (c->slots)
         return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
     stat(c, SK_ALLOC_SLOWPATH);
@@ -501,8 +501,11 @@ refilled:;
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
-    if (c->mode == SLAB_MODE_CLASSIC) {
-        slab_classic_free_slow(c, obj);
+    if (unlikely(c->mode != SLAB_MODE_SLUB)) {
+        if (c->mode == SLAB_MODE_CLASSIC)
+            slab_classic_free_slow(c, obj);
+        else
+            slab_debug_free(c, obj, false, "free");
         return;
     }
     if (c->slots) {
@@ -628,6 +631,10 @@ SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *
 
 SK_NOINLINE void slab_free_marked(struct slab_cache *c, void *obj, const char *call)
 {
+    if (c->mode == SLAB_MODE_DEBUG) {
+        slab_debug_free(c, obj, true, call);
+        return;
+    }
     slab_free_suspect(c, obj, call);
     *slab_marker(c, obj) = slab_free_key;
     if (!cpu_push_fast(slab_arrays(c), obj))
@@ -666,10 +673,10 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
     if (new.inuse == 0 && n->nr_partial >= c->min_partial)
         discard = true;
     else if (fl)
-        add_partial(n, pg);
+        slab_add_partial(n, pg);
     lock_release(&n->list_lock);
     if (discard)
-        discard_slab(c, pg);
+        slab_discard(c, pg);
     return discard;
 }
 
@@ -735,7 +742,7 @@ int slab_shrink(struct slab_cache *c)
             next = pg->slab.next;
             union slab_counters cnt = { .v = slab_counters(pg) };
             if (cnt.inuse == 0) {
-                remove_partial(n, pg);
+                slab_remove_partial(n, pg);
                 pg->slab.next = discard;
                 discard = pg;
             }

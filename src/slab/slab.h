@@ -87,6 +87,8 @@ struct slab_node {
     unsigned long total_objects;  /* atomic */
     struct slab_barn barn;
     struct slab_classic_node classic;  /* allocator=slab: its node lists */
+    struct sk_page *full;         /* slub_debug: full slabs (list_lock), via
+                                   * slab.next/prev, so every slab is on a list */
 };
 
 struct slab_cache {
@@ -115,8 +117,14 @@ struct slab_cache {
     uint32_t cpu_partial;         /* objects on a CPU partial list (0: off) */
     uint32_t cpu_partial_slabs;   /* the same, in slabs */
     uint32_t min_partial;         /* empty slabs kept on a node list */
-    unsigned flags;
+    unsigned flags;               /* SK_CACHE_*; SK_DEBUG_* for slub_debug */
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
+    /* slub_debug layout (slab_debug.c), offsets from the object: red_left
+     * bytes of red zone before it; the right red zone from object_size to
+     * inuse; the free pointer (offset), the free marker (kofs), the two
+     * tracks (U) at track_off, the requested size at orig_off; info_end
+     * the end of all that, then padding to the next object's red zone. */
+    uint32_t red_left, inuse, track_off, orig_off, info_end;
     struct slab_classic_cache classic;  /* allocator=slab sizing */
     void (*ctor)(void *);
     /* sheaves=0: per-CPU freelists, [cpu_nr_ids + 1] (slub_cpu.c); NULL
@@ -177,6 +185,32 @@ long slab_leak_check_fd(int fd);
 
 /* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
 void slabinfo_write(int fd);
+
+/* ---- slub_debug (slab_debug.c, docs/slub_debug.md) ----
+ * A cache with SK_DEBUG_* flags (debug= option, or sk_cache_create flags)
+ * runs in SLAB_MODE_DEBUG: its per-CPU arrays keep capacity 0, so every
+ * fast path falls through to the slow paths, which dispatch here on the
+ * mode they already test. */
+/* The SK_DEBUG_* flags the debug= and debug_caches= options give cache
+ * `name`. */
+unsigned slab_debug_flags_for(const char *name);
+/* Lay the cache out for its debug flags (red zones, tracks, requested
+ * size); returns the object stride.  Sets mode, offset, kofs, reserved. */
+size_t slab_debug_layout(struct slab_cache *c, size_t size, size_t align);
+/* An object of c for a request of `size` bytes (0: the object size). */
+void *slab_debug_alloc(struct slab_cache *c, size_t size);
+/* Free obj to c: checks, then its slab; `suspect`: its free marker was
+ * set (a double free or never handed out). */
+void slab_debug_free(struct slab_cache *c, void *obj, bool suspect, const char *call);
+/* A pointer no cache's fast check accepted: when it lies in a debug
+ * cache's slab, report it ("Invalid object pointer") and return true
+ * under debug_continue (abort otherwise); false: not a debug slab. */
+bool slab_debug_bad_pointer(const void *p, const char *call);
+/* What the user may use of obj: the size it was asked for. */
+size_t slab_debug_usable(struct slab_cache *c, const void *obj);
+/* With U: alloc_calls and free_calls of c as the kernel's sysfs files,
+ * to fd (no allocation); nothing for a cache without U. */
+void slab_debug_calls_write(struct slab_cache *c, int fd);
 
 /* The malloc family's slow paths (kmalloc.c). */
 void *kmalloc_slow(size_t size);

@@ -23,7 +23,10 @@
 
 #include <stdint.h>
 
-enum slab_mode { SLAB_MODE_SLUB, SLAB_MODE_CLASSIC };
+/* Whose slow paths run a cache: SLUB's (slab.c, slub_cpu.c), SLAB's
+ * (slab_classic.c), or slub_debug's (slab_debug.c: every operation, its
+ * per-CPU arrays left at capacity 0). */
+enum slab_mode { SLAB_MODE_SLUB, SLAB_MODE_CLASSIC, SLAB_MODE_DEBUG };
 
 /* A circular list with a sentinel, the kernel's list_head. */
 struct classic_list {

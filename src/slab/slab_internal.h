@@ -1,6 +1,7 @@
 /*
  * slab_internal.h — what slab.c shares with the files of the slab layer
- * that run caches in another mode (slub_cpu.c: sheaves=0): the free
+ * that run caches in another mode (slub_cpu.c: sheaves=0; slab_debug.c:
+ * slub_debug): the free
  * pointer accessors, statistics, the (freelist, counters) pair, and the
  * slab-level steps of the SLUB protocol.  Not for the layers above.
  * The protocol and lock order are slab.c's (comment at its top).
@@ -115,6 +116,13 @@ static inline struct sk_page *slab_head(struct sk_page *pg)
 }
 
 /* ---- slab-level steps (slab.c) ---- */
+
+/* The node partial list (list_lock held); a slab on a list a forked child
+ * abandoned is left alone. */
+void slab_add_partial(struct slab_node *n, struct sk_page *pg);
+void slab_remove_partial(struct slab_node *n, struct sk_page *pg);
+/* Give an empty slab, on no list, back to the page allocator. */
+void slab_discard(struct slab_cache *c, struct sk_page *pg);
 
 /* A new frozen slab, every object in use; *freelist gets its objects. */
 struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist);

@@ -115,8 +115,40 @@ static void write_one(const struct sk_cache_info *i, void *arg)
 /* The same text straight to a file descriptor, a line per write(2), with
  * no stdio and no allocation: for the exit output, when the program's
  * stdio may be closed. */
+static void calls_one(struct slab_cache *c, void *arg)
+{
+    slab_debug_calls_write(c, *(int *)arg);
+}
+
+/* Then, for each cache with slub_debug's U, its alloc_calls and
+ * free_calls (slab_debug.c), a section each. */
 void slabinfo_write(int fd)
 {
     os_printf(fd, "%s", SLABINFO_HEADER);
     sk_cache_foreach(write_one, &fd);
+    if (sk_opt.debug & SK_DEBUG_U)
+        slab_for_each_cache(calls_one, &fd);
+}
+
+struct calls_query {
+    const char *name;
+    int fd, found;
+};
+
+static void calls_named(struct slab_cache *c, void *arg)
+{
+    struct calls_query *q = arg;
+    if (!q->found && !strcmp(c->name, q->name) && c->mode == SLAB_MODE_DEBUG && (c->flags & SK_DEBUG_U)) {
+        slab_debug_calls_write(c, q->fd);
+        q->found = 1;
+    }
+}
+
+int sk_cache_calls(const char *name, int fd)
+{
+    if (slab_init() != 0)
+        return -1;
+    struct calls_query q = { name, fd, 0 };
+    slab_for_each_cache(calls_named, &q);
+    return q.found ? 0 : -1;
 }
