@@ -49,6 +49,7 @@
 
 #include "slabkit.h"
 #include "slab/slab.h"
+#include "slab/report.h"
 
 #define LEAK_GRANULE_SHIFT 4       /* one mark bit per 16 bytes (strides are 16+) */
 #define LEAK_DRAIN_AT 4096         /* root scans drain the work list beyond this */
@@ -76,6 +77,7 @@ struct leak_obj {
 
 struct leak_group {
     const struct slab_cache *cache;   /* NULL: large blocks */
+    void *site;                       /* allocation site (debug=U), else NULL */
     size_t count, bytes;
 };
 
@@ -610,13 +612,20 @@ static void leak_report_one(struct leak_report *r, const struct slab_cache *c, u
 {
     r->leaks++;
     r->leak_bytes += len;
+    /* With user tracking (debug=U) the object's allocation stack: its
+     * site groups the summary, and the report shows the stack. */
+    void *const *frames = NULL;
+    uint64_t born = 0;
+    int nframes = c ? slab_debug_alloc_stack(c, (void *)start, &frames, &born) : 0;
+    void *site = nframes ? frames[0] : NULL;
     struct leak_group *g = NULL;
     for (size_t i = 0; i < r->nr_groups && !g; i++)
-        if (r->groups[i].cache == c)
+        if (r->groups[i].cache == c && r->groups[i].site == site)
             g = &r->groups[i];
     if (!g && r->nr_groups < LEAK_MAX_GROUPS) {
         g = &r->groups[r->nr_groups++];
         g->cache = c;
+        g->site = site;
     }
     if (!g)
         g = &r->other;
@@ -625,8 +634,12 @@ static void leak_report_one(struct leak_report *r, const struct slab_cache *c, u
     if (r->fd < 0)
         return;
     os_printf(r->fd, "unreferenced object 0x%lx (size %zu):\n", (unsigned long)start, len);
-    os_printf(r->fd, "  comm \"%s\", pid %d, jiffies %llu (age not recorded)\n", r->comm, r->pid,
-              (unsigned long long)r->jiffies);
+    if (nframes)
+        os_printf(r->fd, "  comm \"%s\", pid %d, jiffies %llu (age %.3fs)\n", r->comm, r->pid,
+                  (unsigned long long)born, r->jiffies > born ? (double)(r->jiffies - born) / 1e3 : 0.0);
+    else
+        os_printf(r->fd, "  comm \"%s\", pid %d, jiffies %llu (age not recorded)\n", r->comm, r->pid,
+                  (unsigned long long)r->jiffies);
     size_t n = len < 32 ? len : 32;
     os_printf(r->fd, "  hex dump (first %zu bytes):\n", n);
     const unsigned char *b = (const unsigned char *)start;
@@ -652,7 +665,16 @@ static void leak_report_one(struct leak_report *r, const struct slab_cache *c, u
         line[k] = 0;
         os_printf(r->fd, "    %s\n", line);
     }
-    os_printf(r->fd, "  backtrace: (not recorded: set debug=U)\n");
+    if (!nframes) {
+        os_printf(r->fd, "  backtrace: (not recorded: set debug=U)\n");
+        return;
+    }
+    os_printf(r->fd, "  backtrace:\n");
+    for (int i = 0; i < nframes && i < REPORT_PRINT_FRAMES; i++) {
+        char name[320];
+        report_format_site(name, sizeof name, frames[i]);
+        os_printf(r->fd, "    [<%016lx>] %s\n", (unsigned long)(uintptr_t)frames[i], name);
+    }
 }
 
 static bool leak_marked(struct leak_slice *sl, size_t bit)
@@ -773,9 +795,16 @@ SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, ui
         if (ls.overflow)
             os_printf(fd, "slabkit: leak_check: the work list could not grow: some objects were not scanned, "
                           "and what only they reference is reported\n");
-        for (size_t i = 0; i < r.nr_groups; i++)
-            os_printf(fd, "  %-20s %8zu objects %12zu bytes\n", r.groups[i].cache ? r.groups[i].cache->name : "large blocks",
-                      r.groups[i].count, r.groups[i].bytes);
+        for (size_t i = 0; i < r.nr_groups; i++) {
+            char site[320] = "";
+            if (r.groups[i].site) {
+                site[0] = ' ';
+                report_format_site(site + 1, sizeof site - 1, r.groups[i].site);
+            }
+            os_printf(fd, "  %-20s %8zu objects %12zu bytes%s\n",
+                      r.groups[i].cache ? r.groups[i].cache->name : "large blocks", r.groups[i].count,
+                      r.groups[i].bytes, site);
+        }
         if (r.other.count)
             os_printf(fd, "  %-20s %8zu objects %12zu bytes\n", "other caches", r.other.count, r.other.bytes);
     }

@@ -211,6 +211,11 @@ size_t slab_debug_usable(struct slab_cache *c, const void *obj);
 /* With U: alloc_calls and free_calls of c as the kernel's sysfs files,
  * to fd (no allocation); nothing for a cache without U. */
 void slab_debug_calls_write(struct slab_cache *c, int fd);
+/* The allocation stack user tracking (U) kept for a live object of c: sets
+ * *frames to its frames past slabkit's own and *ms to its time (CLOCK_
+ * MONOTONIC ms); returns how many, 0 without U or when never recorded.
+ * leak_check's reports and sites come from here. */
+int slab_debug_alloc_stack(const struct slab_cache *c, void *obj, void *const **frames, uint64_t *ms);
 
 /* The malloc family's slow paths (kmalloc.c). */
 void *kmalloc_slow(size_t size);

@@ -751,3 +751,16 @@ void slab_debug_calls_write(struct slab_cache *c, int fd)
     calls_write_one(c, TRACK_FREE, fd, recs, max, locs);
     os_unmap(buf, bytes);
 }
+
+int slab_debug_alloc_stack(const struct slab_cache *c, void *obj, void *const **frames, uint64_t *ms)
+{
+    if (c->mode != SLAB_MODE_DEBUG || !DBG(c, U))
+        return 0;
+    struct debug_track *t = track_of(c, obj, TRACK_ALLOC);
+    if (!t->ms)
+        return 0;
+    int n = (int)t->nframes, skip = report_skip_allocator(t->frames, n);
+    *frames = t->frames + skip;
+    *ms = t->ms;
+    return n - skip;
+}
