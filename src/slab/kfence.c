@@ -494,3 +494,12 @@ SK_API int sk_kfence_object(const void *p)
     return (page & 1) && page / 2 < nr_slots &&
            __atomic_load_n(&slots[page / 2].state, __ATOMIC_ACQUIRE) == SLOT_ALLOCATED;
 }
+
+void kfence_for_each_live(void (*fn)(uintptr_t addr, size_t size, void *arg), void *arg)
+{
+    if (!slots)
+        return;
+    for (uint32_t i = 0; i < nr_slots; i++)
+        if (__atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE) == SLOT_ALLOCATED)
+            fn(slots[i].addr, slots[i].size, arg);
+}

@@ -52,5 +52,9 @@ size_t kfence_size(const void *p, const char *call);
 /* In a forked child: reset the lock, and re-arm so that the child's next
  * small malloc starts its own timer thread. */
 void kfence_atfork_child(void);
+/* leak_check: call fn for each object in use (its address and the size it
+ * was asked for).  The object may be freed meanwhile (its page then
+ * faults): fn must read it without touching it directly. */
+void kfence_for_each_live(void (*fn)(uintptr_t addr, size_t size, void *arg), void *arg);
 
 #endif

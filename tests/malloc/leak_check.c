@@ -18,6 +18,9 @@
  *    in a system call) or of the caller is not reported; a leaked exact
  *    large block and a leaked direct mapping are reported with their
  *    sizes, those a global holds are not;
+ *  - "kfence" with leak_check=1,kfence=1: an 80-byte object whose only
+ *    pointer is inside a KFENCE-sampled object (kept by a global) is not
+ *    reported: sampled objects are scanned as roots;
  *  - real programs under LD_PRELOAD with leak_check=1 (sort, python3):
  *    they exit normally and every report entry is well formed.
  */
@@ -115,9 +118,42 @@ static void pad_heap(void)
             padding[k][i] = malloc(sizes[k]);
 }
 
+/* A KFENCE-sampled object (kfence=1) that holds the only pointer to an
+ * 80-byte heap object; the sampled one is kept by a global. */
+static void **global_kfence;
+
+__attribute__((noinline)) static int kfence_holder(void)
+{
+    for (int tries = 0; tries < 50000 && !global_kfence; tries++) {
+        void **p = malloc(64);
+        if (p && sk_kfence_object(p)) {
+            global_kfence = p;
+            break;
+        }
+        free(p);
+        usleep(200);
+    }
+    if (!global_kfence)
+        return 6;
+    void *volatile inner = malloc(80);
+    memset(inner, 'F', 80);
+    global_kfence[0] = inner;
+    printf("kfence %p\nkfinner %p\n", (void *)global_kfence, inner);
+    fflush(stdout);
+    inner = NULL;
+    return 0;
+}
+
 static int child(const char *mode)
 {
     char text[256];
+    if (!strcmp(mode, "kfence")) {
+        int rc = kfence_holder();
+        scrub_stack();
+        if (rc)
+            return rc;
+        exit(0);
+    }
     pad_heap();
     global_ref = malloc(80);
     memset(global_ref, 'G', 80);
@@ -363,6 +399,15 @@ int main(int argc, char **argv)
            "%s: exactly the 3 leaks reported (rc %d, %d of them among %d entries)", opts, rc, found,
            count_lines(err, "unreferenced object 0x"));
     }
+
+    /* A KFENCE object is a root: what only it points to is not reported. */
+    char *kf_argv[] = { "/proc/self/exe", "--child", "kfence", NULL };
+    rc = run(kf_argv, "leak_check=1,kfence=1", NULL, out, sizeof out, err, sizeof err);
+    is(rc, 0, "leak_check=1,kfence=1: the child got a sampled object and exits normally");
+    ok(addr_of(out, "kfinner", 0) && reported_size(err, addr_of(out, "kfinner", 0)) < 0 &&
+       count_lines(err, "unreferenced object 0x") == 0,
+       "an object only a KFENCE-sampled object points to is not reported (%d reported)",
+       count_lines(err, "unreferenced object 0x"));
 
     /* ---- on demand ---- */
     char *od_argv[] = { "/proc/self/exe", "--child", "ondemand", NULL };
