@@ -13,6 +13,7 @@
 #define SK_TEST_CPUS_H
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -57,5 +58,32 @@ static inline int confine_to_two_cpus(void)
         }
     sched_setaffinity(0, sizeof two, &two);
     return n;
+}
+
+/* The first two CPUs this process may run on, in *a and *b: 0 when it
+ * has fewer than two. */
+static inline int first_two_cpus(int *a, int *b)
+{
+    cpu_set_t set;
+    *a = *b = -1;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return 0;
+    for (int c = 0; c < CPU_SETSIZE && *b < 0; c++)
+        if (CPU_ISSET(c, &set)) {
+            if (*a < 0)
+                *a = c;
+            else
+                *b = c;
+        }
+    return *b >= 0;
+}
+
+/* Pin the calling thread to one CPU: 0, or -1 when the kernel refuses. */
+static inline int pin_thread(int cpu)
+{
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0 ? 0 : -1;
 }
 #endif

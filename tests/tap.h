@@ -130,4 +130,28 @@ static inline int tap_child_stderr(pid_t pid, int fd, char *buf, size_t len)
 
 /* Abort the test with a message (a bail-out, counted as a failure). */
 #define BAIL(...) do { printf("Bail out! "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); exit(255); } while (0)
+
+/* Fork a child whose stderr goes into a pipe: 0 in the child (stderr
+ * redirected, SIGALRM back to its default), the child's pid in the parent
+ * with *fd the pipe's read end, for tap_child_stderr. */
+static inline pid_t tap_fork_stderr(int *fd)
+{
+    int p[2];
+    if (pipe(p))
+        BAIL("pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        BAIL("fork");
+    if (pid == 0) {
+        close(p[0]);
+        dup2(p[1], 2);
+        close(p[1]);
+        signal(SIGALRM, SIG_DFL);
+        return 0;
+    }
+    close(p[1]);
+    *fd = p[0];
+    return pid;
+}
 #endif

@@ -239,39 +239,26 @@ static int has_line(const char *text, const char *pat)
 
 static void run_case(const struct bad_case *c)
 {
-    int err[2], rep[2];
-    if (pipe(err) || pipe(rep))
+    int err, rep[2];
+    if (pipe(rep))
         BAIL("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        BAIL("fork");
+    pid_t pid = tap_fork_stderr(&err);
     if (pid == 0) {
-        signal(SIGALRM, SIG_DFL);
         alarm(30);
-        close(err[0]);
         close(rep[0]);
-        dup2(err[1], 2);
         report_fd = rep[1];
         c->fn();
         _exit(93);     /* the bad access returned */
     }
-    close(err[1]);
     close(rep[1]);
     static char text[65536];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(err[0], text + len, sizeof text - 1 - len)) > 0)
-        len += (size_t)r;
-    text[len] = 0;
+    /* The child's report of its addresses is written before the bad
+     * access, and the pipe holds it: read stderr to the end first. */
+    int status = tap_child_stderr(pid, err, text, sizeof text);
     uintptr_t v[2] = { 0, 0 };
     if (read(rep[0], v, sizeof v) != (ssize_t)sizeof v)
         v[0] = v[1] = 0;
-    close(err[0]);
     close(rep[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        ;
     int aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
     int all = aborted && v[0];
     for (int i = 0; c->lines[i]; i++) {

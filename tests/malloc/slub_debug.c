@@ -299,17 +299,9 @@ static char out[1 << 16];
  * out; returns its wait status. */
 static int run(const char *opts, const char *name)
 {
-    int err[2];
-    if (pipe(err))
-        BAIL("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        BAIL("fork");
+    int err;
+    pid_t pid = tap_fork_stderr(&err);
     if (pid == 0) {
-        dup2(err[1], 2);
-        close(err[0]);
-        close(err[1]);
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0)
             dup2(null, 1);
@@ -320,8 +312,7 @@ static int run(const char *opts, const char *name)
         execl("/proc/self/exe", "slub_debug", name, (char *)NULL);
         _exit(127);
     }
-    close(err[1]);
-    return tap_child_stderr(pid, err[0], out, sizeof out);
+    return tap_child_stderr(pid, err, out, sizeof out);
 }
 
 static int has(const char *pattern)

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "slabkit.h"
+#include "cpus.h"
 #include "tap.h"
 
 #define OBJ 64
@@ -44,10 +45,7 @@ static unsigned long most_in_barn;
 
 static void pin(int cpu)
 {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0)
+    if (pin_thread(cpu) != 0)
         BAIL("cannot pin a thread to CPU %d", cpu);
 }
 
@@ -128,17 +126,7 @@ static void *alone(void *arg)
 
 int main(void)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        skip_all("sched_getaffinity failed");
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set)) {
-            if (cpu_a < 0)
-                cpu_a = c;
-            else if (cpu_b < 0)
-                cpu_b = c;
-        }
-    if (cpu_b < 0)
+    if (!first_two_cpus(&cpu_a, &cpu_b))
         skip_all("needs two CPUs");
     plan(9);
     long barn_on = sk_option("barn");

@@ -332,23 +332,14 @@ static void stress(void)
 
 __attribute__((unused)) static void asan_child(int (*bug)(void), const char *what)
 {
-    int err[2];
-    if (pipe(err))
-        BAIL("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        BAIL("fork");
+    int err;
+    pid_t pid = tap_fork_stderr(&err);
     if (pid == 0) {
-        close(err[0]);
-        dup2(err[1], 2);
-        signal(SIGALRM, SIG_DFL);
         bug();
         _exit(0);
     }
-    close(err[1]);
     static char buf[16384];
-    int st = tap_child_stderr(pid, err[0], buf, sizeof buf);
+    int st = tap_child_stderr(pid, err, buf, sizeof buf);
     ok(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: the child exits non-zero", what);
     bool said = strstr(buf, "AddressSanitizer: use-after-poison") != NULL;
     ok(said, "%s: ASan reports use-after-poison", what);

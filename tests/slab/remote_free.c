@@ -28,6 +28,7 @@
 #include <sys/rseq.h>
 
 #include "slabkit.h"
+#include "cpus.h"
 #include "tap.h"
 
 #define OBJ 16
@@ -40,10 +41,7 @@ static void *row[ROW], *got[ROW];
 
 static void pin(int cpu)
 {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0)
+    if (pin_thread(cpu) != 0)
         BAIL("cannot pin a thread to CPU %d", cpu);
 }
 
@@ -69,17 +67,7 @@ static void *other_cpu(void *arg)
 
 int main(void)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0)
-        skip_all("sched_getaffinity failed");
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set)) {
-            if (cpu_a < 0)
-                cpu_a = c;
-            else if (cpu_b < 0)
-                cpu_b = c;
-        }
-    if (cpu_b < 0)
+    if (!first_two_cpus(&cpu_a, &cpu_b))
         skip_all("needs two CPUs");
     plan(5);
     /* Home-going frees need rseq (the CPU id to compare) and the option. */

@@ -4,6 +4,7 @@
 #   ok RC NAME      one TAP line, numbered, passing when RC is 0
 #   served FILE     FILE holds slabkit's exit-time slabinfo with objects in it
 #   show FILE [N]   the first N (15) lines of FILE as TAP comments
+#   churn_py N      write churn.py (python3 churn over N keys, a checksum)
 #   in_workdir NAME bail out unless the library is built; then make a
 #                   temporary directory T (/tmp/slabkit-NAME.*, removed at
 #                   exit) and cd into it
@@ -17,6 +18,23 @@ served() {
          END { exit !(h && s) }' "$1"
 }
 show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+# churn_py N: write churn.py, python3's dict/list/str churn over N keys
+# that prints a checksum of what is left (compare with a run without
+# slabkit).
+churn_py() {
+    cat >churn.py <<PYEOF
+import hashlib
+d = {}
+for i in range($1):
+    d["k%d" % i] = [i, str(i) * (i % 7), (i, i * 2)]
+    if i % 3 == 0:
+        del d["k%d" % (i // 2)]
+h = hashlib.sha256()
+for k in sorted(d):
+    h.update(repr(d[k]).encode())
+print(len(d), h.hexdigest())
+PYEOF
+}
 in_workdir() {
     [ -f "$LIB" ] || { echo "Bail out! $LIB is missing (make lib)"; exit 1; }
     T=$(mktemp -d "/tmp/slabkit-$1.XXXXXX") || exit 1

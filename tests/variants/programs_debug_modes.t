@@ -13,18 +13,7 @@ set -u
 in_workdir debugmodes
 echo "1..4"
 
-cat >churn.py <<'PYEOF'
-import hashlib
-d = {}
-for i in range(100000):
-    d["k%d" % i] = [i, str(i) * (i % 7), (i, i * 2)]
-    if i % 3 == 0:
-        del d["k%d" % (i // 2)]
-h = hashlib.sha256()
-for k in sorted(d):
-    h.update(repr(d[k]).encode())
-print(len(d), h.hexdigest())
-PYEOF
+churn_py 100000
 cat >q.sql <<'SQL'
 create table t(a integer primary key, b text, c integer);
 begin;

@@ -21,18 +21,7 @@ echo "1..25"
 skip2() { n=$((n + 1)); echo "ok $n # SKIP $1"; n=$((n + 1)); echo "ok $n # SKIP $1"; }
 
 # python3: the checksum is computed by the same script without slabkit.
-cat >churn.py <<'EOF'
-import hashlib
-d = {}
-for i in range(200000):
-    d["k%d" % i] = [i, str(i) * (i % 7), (i, i * 2)]
-    if i % 3 == 0:
-        del d["k%d" % (i // 2)]
-h = hashlib.sha256()
-for k in sorted(d):
-    h.update(repr(d[k]).encode())
-print(len(d), h.hexdigest())
-EOF
+churn_py 200000
 have_py=; command -v python3 >/dev/null 2>&1 && have_py=1 && python3 churn.py >py.want
 have_sq=; command -v sqlite3 >/dev/null 2>&1 && have_sq=1
 cat >q.sql <<'EOF'
