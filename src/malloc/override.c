@@ -28,6 +28,7 @@
 
 #include "malloc/malloc.h"
 #include "slab/kfence.h"
+#include "slab/slabinfo_format.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
@@ -323,10 +324,8 @@ static void print_totals(int fd)
 {
     struct page_stats st;
     page_stats(&st);
-    os_printf(fd, "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "
-                 "returned to the OS %lu; address space %zu MiB\n",
-              st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages, st.purged_pages,
-              vm_reserved_bytes() >> 20);
+    os_printf(fd, SLABINFO_TOTALS_LINE, st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages,
+              st.purged_pages, vm_reserved_bytes() >> 20);
 }
 
 ALIAS(malloc_stats) void malloc_stats(void)
