@@ -54,6 +54,11 @@ WL_SRC := $(sort $(wildcard bench/workloads/*.c))
 WL_BIN := $(WL_SRC:bench/workloads/%.c=$(B)/bench/workloads/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
+# What the tools share: reading another process (remote.c) and the table
+# sources of their reports (source.c); docs/inspect.md.
+TOOL_LIB_SRC := $(sort $(wildcard tools/inspect/*.c))
+TOOL_LIB_OBJ := $(TOOL_LIB_SRC:tools/%.c=$(B)/tools/obj/%.o)
+TOOL_HDR := $(wildcard tools/inspect/*.h)
 
 # ThreadSanitizer build: the library without the malloc layer (TSan owns
 # malloc) and with the tests named in TSAN_TESTS; they run with rseq off,
@@ -118,9 +123,13 @@ $(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workl
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -pthread -Ibench -o $@ $< -lm
 
-$(B)/tools/%: tools/%.c $(B)/libslabkit.a
+$(B)/tools/obj/%.o: tools/%.c $(TOOL_HDR) $(LIB_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) $(LDFLAGS) -o $@ $< $(B)/libslabkit.a
+	$(CC) $(PROGCFLAGS) -Itools -c $< -o $@
+
+$(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit.a
+	@mkdir -p $(dir $@)
+	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit.a
 
 $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)

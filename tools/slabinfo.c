@@ -3,14 +3,17 @@
  * SLUB's: a one-line summary per cache, a full report of one cache with its
  * event counters and per-CPU partial statistics, or /proc/slabinfo text.
  *
- * It reports its own process (slabkit lives in the process that uses it),
- * so --workload first runs a small mixed allocation workload, with objects
- * freed on other threads, and leaves part of it allocated.
+ * Without -p or FILE it reports its own process (slabkit lives in the
+ * process that uses it), so --workload first runs a small mixed
+ * allocation workload, with objects freed on other threads, and leaves
+ * part of it allocated.  -p PID reads another running process that uses
+ * slabkit, from outside (tools/inspect, docs/inspect.md); FILE reads an
+ * exit report (slabinfo_at_exit, slabinfo_file).
  *
- *   slabinfo [-a] [--workload]         summary of caches in use (-a: all)
- *   slabinfo -r NAME [--workload]      full report of cache NAME (repeatable)
- *   slabinfo --slabinfo [--workload]   /proc/slabinfo version 2.1
- *   slabinfo -h                        usage
+ *   slabinfo [-p PID | FILE] [-a] [--workload]  summary of caches in use (-a: all)
+ *   slabinfo [-p PID | FILE] -r NAME            full report of cache NAME (repeatable)
+ *   slabinfo [-p PID | FILE] --slabinfo         /proc/slabinfo version 2.1, totals line
+ *   slabinfo -h                                 usage
  *
  * Summary columns: Objects (active), Objsize (bytes asked for), Space
  * (bytes of all slabs), Slabs/Part/Cpu (slabs, on node partial lists, on
@@ -23,18 +26,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inspect/source.h"
 #include "slabkit.h"
+
+static struct source src;   /* where the table comes from */
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: slabinfo [-a] [--workload]        one line per cache in use (-a: every cache)\n"
-            "       slabinfo -r NAME [--workload]     full report of a cache (event counters,\n"
-            "                                         per-CPU partial statistics); -r may repeat\n"
-            "       slabinfo --slabinfo [--workload]  /proc/slabinfo version 2.1 format\n"
-            "       slabinfo -h                       this text\n"
-            "slabkit lives in the process that uses it, so this reports its own process;\n"
-            "--workload first runs a small mixed allocation workload to have something to show.\n");
+            "usage: slabinfo [WHERE] [-a] [--workload]  one line per cache in use (-a: every cache)\n"
+            "       slabinfo [WHERE] -r NAME            full report of a cache (event counters,\n"
+            "                                           per-CPU partial statistics); -r may repeat\n"
+            "       slabinfo [WHERE] --slabinfo         /proc/slabinfo version 2.1 format, totals\n"
+            "       slabinfo -h                         this text\n"
+            "WHERE: -p PID  a running process that uses slabkit (read from outside; same user or root)\n"
+            "       FILE    an exit report (SLABKIT_OPTIONS=slabinfo_at_exit=1 or slabinfo_file=FILE)\n"
+            "       none    this tool's own process; --workload first runs a small mixed\n"
+            "               allocation workload to have something to show.\n");
 }
 
 /* 1234567 -> "1.2M", the way the kernel tool prints sizes. */
@@ -85,10 +93,11 @@ static void summary(int all)
     struct summary s = { all, 0, 0, 0 };
     printf("%-24s %8s %7s %9s %15s %4s %1s %3s %3s\n", "Name", "Objects", "Objsize", "Space", "Slabs/Part/Cpu",
            "O/S", "O", "%Fr", "%Ef");
-    sk_cache_foreach(summary_line, &s);
+    source_foreach(&src, summary_line, &s);
     char sp[16], us[16];
     printf("%d caches%s, %s in slabs, %s in objects\n", s.lines, all ? "" : " in use (-a: all)",
            human(s.space, sp, sizeof sp), human(s.used, us, sizeof us));
+    source_print_totals(&src, stdout);
 }
 
 /* ---- full report of one cache ---- */
@@ -223,8 +232,9 @@ static void workload(void)
 
 int main(int argc, char **argv)
 {
-    const char *reports[64];
+    const char *reports[64], *file = NULL;
     int nrep = 0, all = 0, proc = 0, wl = 0;
+    long pid = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
             usage(stdout);
@@ -237,23 +247,43 @@ int main(int argc, char **argv)
             wl = 1;
         } else if (!strcmp(argv[a], "-r") && a + 1 < argc && nrep < 64) {
             reports[nrep++] = argv[++a];
+        } else if (!strcmp(argv[a], "-p") && a + 1 < argc && !pid && !file) {
+            char *end;
+            pid = strtol(argv[++a], &end, 10);
+            if (*end || pid <= 0 || pid > 0x3fffffff) {
+                fprintf(stderr, "slabinfo: -p wants a process id, not '%s'\n", argv[a]);
+                return 2;
+            }
+        } else if (argv[a][0] != '-' && !pid && !file) {
+            file = argv[a];
         } else {
             fprintf(stderr, "slabinfo: bad argument '%s'\n", argv[a]);
             usage(stderr);
             return 2;
         }
     }
+    if (wl && (pid || file)) {
+        fprintf(stderr, "slabinfo: --workload runs in this process: not with -p or FILE\n");
+        return 2;
+    }
     if (wl)
         workload();
+    char err[512];
+    int opened = pid ? source_open_pid(&src, (pid_t)pid, err, sizeof err)
+                     : file ? source_open_file(&src, file, err, sizeof err) : source_open_self(&src, err, sizeof err);
+    if (opened != 0) {
+        fprintf(stderr, "slabinfo: %s\n", err);
+        return 1;
+    }
     if (proc) {
-        sk_slabinfo(stdout);
+        source_print_slabinfo(&src, stdout);
         return 0;
     }
     if (nrep) {
         int rc = 0;
         for (int r = 0; r < nrep; r++) {
             struct sk_cache_info info;
-            if (sk_cache_info(reports[r], &info)) {
+            if (source_info(&src, reports[r], &info)) {
                 fprintf(stderr, "slabinfo: no cache named '%s'\n", reports[r]);
                 rc = 1;
                 continue;
