@@ -15,7 +15,8 @@
 #   - slabtop in a tmux pane: the screen, a sort key, q; and the target
 #     exiting under it;
 #   - a dead process, a process without slabkit, a bad argument: one line,
-#     non-zero exit.
+#     non-zero exit; a tool built with another inspect version refuses the
+#     process in one line instead of printing what it would misread.
 # The targets call prctl(PR_SET_PTRACER_ANY) where they can (python3, the
 # C program), so kernel.yama.ptrace_scope=1 lets a sibling read them;
 # sqlite3 cannot, so under ptrace_scope>=1 without root the test checks
@@ -37,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 LC_ALL=C
 export LC_ALL
-echo "1..26"
+echo "1..27"
 
 scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
 uid=$(id -u)
@@ -178,7 +179,7 @@ c_target() {
     [ $rc = 0 ] && [ -s "$name.own" ] && cmp -s "$name.own" "$name.seen"
 }
 if ! command -v "$CC" >/dev/null 2>&1 || ! $CC -std=gnu11 -O2 -o target target.c 2>cc.err; then
-    for i in 1 2 3 4 5; do skip "no C compiler"; done
+    for i in 1 2 3 4 5 6; do skip "no C compiler"; done
 else
     c_target pre target LD_PRELOAD="$LIB"
     ok $? "a C program (LD_PRELOAD) read live: slabinfo -p --slabinfo shows exactly the table it printed itself"
@@ -199,6 +200,29 @@ else
         skip "cannot link with libslabkit.a"
         skip "cannot link with libslabkit.a"
     fi
+    # A slabinfo whose sk_inspect layout differs from the library's.
+    mkdir -p other/slab
+    sed 's/^#define SK_INSPECT_VERSION .*/#define SK_INSPECT_VERSION 99u/' "$ROOT/src/slab/inspect.h" >other/slab/inspect.h
+    mkfifo other.fifo
+    exec 4<>other.fifo
+    LD_PRELOAD=$LIB ./target other.ready <other.fifo 2>/dev/null 4>&- &
+    opid=$!
+    PIDS="$PIDS $opid"
+    wait_for other.ready ready
+    if $CC -std=gnu11 -O2 -pthread -Iother -I"$ROOT/include" -I"$ROOT/src" -I"$ROOT/tools" -o other_slabinfo \
+        "$ROOT/tools/slabinfo.c" "$ROOT"/tools/inspect/*.c "$B/libslabkit.a" 2>cc3.err; then
+        ./other_slabinfo -p "$opid" >other.out 2>other.err
+        rc=$?
+        one_line other.err $rc && grep -q "^slabinfo: process $opid uses another build of slabkit (inspect version 1," other.err &&
+            [ ! -s other.out ]
+        ok $? "a tool built for another inspect layout refuses in one line, exit $rc"
+        [ $rc != 0 ] || show other.err
+    else
+        skip "cannot build the other slabinfo"
+    fi
+    echo x >&4
+    wait "$opid"
+    exec 4>&-
     sleep 100 &
     plain=$!
     PIDS="$PIDS $plain"
