@@ -164,8 +164,9 @@ stack: lib
 # What `make install` puts where (uninstall removes exactly these).
 INST_LIB := $(LIBDIR)/libslabkit.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libslabkit.so $(LIBDIR)/libslabkit.a
 INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc
-INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo
-INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
+INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo $(BINDIR)/slabkit-slabtop
+INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man1/slabkit-slabtop.1 \
+            $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
 
 install: lib tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \
@@ -178,7 +179,8 @@ install: lib tools
 	sed 's|^LIB=.*|LIB=$(LIBDIR)/$(SONAME)|' tools/slabkit.sh > $(DESTDIR)$(BINDIR)/slabkit
 	chmod 755 $(DESTDIR)$(BINDIR)/slabkit
 	install -m 755 $(B)/tools/slabinfo $(DESTDIR)$(BINDIR)/slabkit-slabinfo
-	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 755 $(B)/tools/slabtop $(DESTDIR)$(BINDIR)/slabkit-slabtop
+	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 man/slabkit-slabtop.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/slabkit.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/slabkit.7 $(DESTDIR)$(MANDIR)/man7/
 
