@@ -11,6 +11,9 @@
 #     the program then leaves through _exit, which prints no exit report:
 #     it was readable live all the same.  Also linked with libslabkit.a,
 #     and stripped (the root is then found by its magic);
+#   - a program allocating and freeing on four threads, objects freed by
+#     other threads than their allocators: 30 reads while it runs, each a
+#     whole table, none failing, hanging or crashing the tool;
 #   - sqlite3 under LD_PRELOAD, reading SQL from a fifo;
 #   - slabtop in a tmux pane: the screen, a sort key, q; and the target
 #     exiting under it;
@@ -38,7 +41,7 @@ cleanup() {
 trap cleanup EXIT
 LC_ALL=C
 export LC_ALL
-echo "1..27"
+echo "1..28"
 
 scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
 uid=$(id -u)
@@ -179,7 +182,7 @@ c_target() {
     [ $rc = 0 ] && [ -s "$name.own" ] && cmp -s "$name.own" "$name.seen"
 }
 if ! command -v "$CC" >/dev/null 2>&1 || ! $CC -std=gnu11 -O2 -o target target.c 2>cc.err; then
-    for i in 1 2 3 4 5 6; do skip "no C compiler"; done
+    for i in 1 2 3 4 5 6 7; do skip "no C compiler"; done
 else
     c_target pre target LD_PRELOAD="$LIB"
     ok $? "a C program (LD_PRELOAD) read live: slabinfo -p --slabinfo shows exactly the table it printed itself"
@@ -200,6 +203,64 @@ else
         skip "cannot link with libslabkit.a"
         skip "cannot link with libslabkit.a"
     fi
+    cat >churn.c <<'EOF'
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static void *slots[4][4096];
+
+static void *run(void *arg)
+{
+    long t = (long)arg;
+    unsigned long long x = 88172645463325252ull + (unsigned long long)t;
+    for (;;) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned i = x % 4096;
+        size_t size = x % 8 ? 16 + (x >> 20) % 1000 : 1024 + (x >> 20) % 30000;
+        free(__atomic_exchange_n(&slots[(x >> 40) % 4][i], NULL, __ATOMIC_ACQ_REL));
+        void *p = malloc(size);
+        memset(p, 1, 16);
+        free(__atomic_exchange_n(&slots[t][i], p, __ATOMIC_ACQ_REL));
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    pthread_t th;
+    for (long t = 0; t < 4; t++)
+        pthread_create(&th, NULL, run, (void *)t);
+    sleep(600);
+    return 0;
+}
+EOF
+    if $CC -std=gnu11 -O2 -pthread -o churn churn.c 2>cc4.err; then
+        LD_PRELOAD=$LIB ./churn &
+        cpid=$!
+        PIDS="$PIDS $cpid"
+        sleep 0.5
+        bad=0
+        for i in $(seq 1 30); do
+            timeout 60 "$SLABINFO" -p "$cpid" --slabinfo >churn.out 2>churn.err && whole churn.out || {
+                bad=$((bad + 1))
+                show churn.err 2
+            }
+        done
+        kill "$cpid"
+        wait "$cpid" 2>/dev/null
+        [ $bad = 0 ]
+        ok $? "30 reads of a program churning on four threads: every one a whole table ($bad failed)"
+    else
+        skip "cannot build the churning program"
+    fi
+
     # A slabinfo whose sk_inspect layout differs from the library's.
     mkdir -p other/slab
     sed 's/^#define SK_INSPECT_VERSION .*/#define SK_INSPECT_VERSION 99u/' "$ROOT/src/slab/inspect.h" >other/slab/inspect.h

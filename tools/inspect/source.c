@@ -215,6 +215,9 @@ void source_print_totals(struct source *s, FILE *out)
     const struct rmt_totals *t = &s->totals;
     fprintf(out, SLABINFO_TOTALS_LINE, t->managed_pages, t->free_pages, t->resident_pages, t->pcp_pages,
             t->returned_pages, t->reserved_bytes >> 20);
+    /* On stderr: the table and its totals line keep the exit report's
+     * shape for whoever parses them. */
     if (s->approx)
-        fprintf(out, "slabkit: %zu caches changed while they were read: their counts are approximate\n", s->approx);
+        fprintf(stderr, "slabinfo: %zu caches changed while they were read: their counts may be off by a slab\n",
+                s->approx);
 }
