@@ -9,8 +9,9 @@
 #   - a C program that prints its own table (malloc_stats) and then waits:
 #     slabinfo -p --slabinfo shows exactly that table, read from outside;
 #     the program then leaves through _exit, which prints no exit report:
-#     it was readable live all the same.  Also linked with libslabkit.a,
-#     and stripped (the root is then found by its magic);
+#     it was readable live all the same.  The same under allocator=slab
+#     and sheaves=0, whose state the walk finds elsewhere; linked with
+#     libslabkit.a; and stripped (the root is then found by its magic);
 #   - a program allocating and freeing on four threads, objects freed by
 #     other threads than their allocators: 30 reads while it runs, each a
 #     whole table, none failing, hanging or crashing the tool;
@@ -41,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 LC_ALL=C
 export LC_ALL
-echo "1..28"
+echo "1..30"
 
 scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
 uid=$(id -u)
@@ -182,13 +183,19 @@ c_target() {
     [ $rc = 0 ] && [ -s "$name.own" ] && cmp -s "$name.own" "$name.seen"
 }
 if ! command -v "$CC" >/dev/null 2>&1 || ! $CC -std=gnu11 -O2 -o target target.c 2>cc.err; then
-    for i in 1 2 3 4 5 6 7; do skip "no C compiler"; done
+    for i in 1 2 3 4 5 6 7 8 9; do skip "no C compiler"; done
 else
     c_target pre target LD_PRELOAD="$LIB"
     ok $? "a C program (LD_PRELOAD) read live: slabinfo -p --slabinfo shows exactly the table it printed itself"
     [ -s pre.own ] && cmp -s pre.own pre.seen || { diff pre.own pre.seen | head -10 | sed 's/^/#   /'; show pre.err; }
     [ "$status" = 7 ] && [ "$(grep -c '^slabinfo - version' pre.stderr)" = 1 ] && whole pre.live
     ok $? "it then left through _exit (status 7, no exit report): readable live all the same"
+    # The other slow-path modes keep their state elsewhere (SLAB's node
+    # lists, SLUB's per-CPU freelists): the walk must follow them too.
+    c_target slab target LD_PRELOAD="$LIB" SLABKIT_OPTIONS=allocator=slab
+    ok $? "allocator=slab: read live, exactly the table it printed itself"
+    c_target sheaves target LD_PRELOAD="$LIB" SLABKIT_OPTIONS=sheaves=0
+    ok $? "sheaves=0 (per-CPU freelists): read live, exactly the table it printed itself"
     if $CC -std=gnu11 -O2 -pthread -o target_static target.c "$B/libslabkit.a" 2>cc2.err; then
         c_target static target_static
         ok $? "linked with libslabkit.a (no LD_PRELOAD): read live, the same table"

@@ -173,7 +173,7 @@ static uint64_t find_in_symtab(int fd, const Elf64_Shdr *sh, const Elf64_Shdr *s
         str[strtab->sh_size] = 0;
         size_t symlen = strlen(sym);
         for (size_t i = 0; i < nsyms && !val; i++)
-            if (syms[i].st_name < strtab->sh_size - symlen && syms[i].st_shndx != SHN_UNDEF &&
+            if ((size_t)syms[i].st_name + symlen < strtab->sh_size && syms[i].st_shndx != SHN_UNDEF &&
                 ELF64_ST_TYPE(syms[i].st_info) == STT_OBJECT && !strcmp(str + syms[i].st_name, sym))
                 val = syms[i].st_value;
     }
