@@ -281,6 +281,9 @@ int main(int argc, char **argv)
     }
     if (nrep) {
         int rc = 0;
+        if (file)
+            fprintf(stderr, "slabinfo: an exit report holds the table only: sizes and slab counts below, "
+                            "event counters zero\n");
         for (int r = 0; r < nrep; r++) {
             struct sk_cache_info info;
             if (source_info(&src, reports[r], &info)) {
