@@ -5,6 +5,9 @@
  *
  *   slabtop -p PID [-o] [-d SECONDS] [-s KEY]
  *
+ * The header is procps's five lines, then two of slabkit's page totals in
+ * the same layout, so the screen fits 80 columns.
+ *
  * Invariants: the terminal is put in non-canonical, no-echo mode only when
  * stdin is a terminal and -o is not given, and restored on every way out
  * (q, end of input, SIGINT/SIGTERM/SIGHUP, the process exiting); the screen
@@ -148,9 +151,11 @@ static void draw(struct screen *sc, struct source *src)
     line(sc, &row, " Minimum / Average / Maximum Object : %.2fK / %.2fK / %.2fK", minsz,
          tobj ? kib(tsize) / (double)tobj : 0, maxsz);
     const struct rmt_totals *t = &src->totals;
-    line(sc, &row, " Pages managed / free (resident) / per-CPU / returned : %lu / %lu (%lu) / %lu / %lu; "
-         "address space %zu MiB", t->managed_pages, t->free_pages, t->resident_pages, t->pcp_pages,
-         t->returned_pages, t->reserved_bytes >> 20);
+    /* slabkit's page totals, in procps's layout (80 columns). */
+    line(sc, &row, " Pages Managed / Free (Resident)    : %lu / %lu (%lu)", t->managed_pages, t->free_pages,
+         t->resident_pages);
+    line(sc, &row, " Pages Per-CPU / Returned; Address  : %lu / %lu; %zu MiB reserved", t->pcp_pages, t->returned_pages,
+         t->reserved_bytes >> 20);
     line(sc, &row, "%s", "");
     const char *head = "  OBJS ACTIVE  USE OBJ SIZE  SLABS OBJ/SLAB CACHE SIZE NAME";
     if (sc->full)

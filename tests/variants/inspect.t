@@ -114,7 +114,8 @@ else
     rc=$?
     [ $rc = 0 ] && grep -q '^ Active / Total Objects (% used)    : [1-9][0-9]* / [1-9]' py.top &&
         grep -q '^ Minimum / Average / Maximum Object : ' py.top &&
-        grep -q '^ Pages managed / free (resident) / per-CPU / returned : [1-9]' py.top &&
+        grep -q '^ Pages Managed / Free (Resident)    : [1-9][0-9]* / [0-9]* ([0-9]*)$' py.top &&
+        grep -q '^ Pages Per-CPU / Returned; Address  : [0-9]* / [0-9]*; [1-9][0-9]* MiB reserved$' py.top &&
         grep -q '^  OBJS ACTIVE  USE OBJ SIZE  SLABS OBJ/SLAB CACHE SIZE NAME$' py.top
     ok $? "slabtop -p -o: procps's header lines, slabkit's totals and the column header"
     awk 'f && NF >= 8 { rows++ } /^  OBJS/ { f = 1 } END { exit !(rows == want) }' want="$NCACHES" py.top &&
