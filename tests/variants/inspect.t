@@ -5,7 +5,7 @@
 #   - python3 under LD_PRELOAD, blocked on a fifo: slabinfo -p shows
 #     kmalloc caches with active objects, --slabinfo the whole table and
 #     the totals line, -r one cache; slabtop -p -o one screen, -s n sorted
-#     by name;
+#     by name; run as another user (nobody), one line saying whose it is;
 #   - a C program that prints its own table (malloc_stats) and then waits:
 #     slabinfo -p --slabinfo shows exactly that table, read from outside;
 #     the program then leaves through _exit, which prints no exit report:
@@ -42,7 +42,7 @@ cleanup() {
 trap cleanup EXIT
 LC_ALL=C
 export LC_ALL
-echo "1..30"
+echo "1..31"
 
 scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
 uid=$(id -u)
@@ -86,7 +86,7 @@ with open("py.ready", "w") as f:
 os.read(fd, 1)
 EOF
 if [ -z "$PY" ]; then
-    for i in 1 2 3 4 5 6 7 8; do skip "python3 is not installed"; done
+    for i in 1 2 3 4 5 6 7 8 9; do skip "python3 is not installed"; done
 else
     mkfifo py.fifo
     exec 3<>py.fifo
@@ -124,6 +124,15 @@ else
     timeout 60 "$SLABTOP" -p "$PY_PID" -o -s n | awk 'f { print $8 } /^  OBJS/ { f = 1 }' >py.names
     sort -c py.names && [ "$(wc -l <py.names)" = "$NCACHES" ]
     ok $? "slabtop -o -s n: sorted by name"
+    if [ "$uid" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups "$SLABINFO" -p "$PY_PID" >nobody.out 2>nobody.err
+        rc=$?
+        one_line nobody.err $rc && grep -q "^slabinfo: cannot read the memory of process $PY_PID (EPERM): it belongs to another user" nobody.err
+        ok $? "another user (nobody) reading root's python3: one line saying whose process it is, exit $rc"
+        [ $rc != 0 ] || show nobody.err
+    else
+        skip "needs root and setpriv to run the tool as another user"
+    fi
 fi
 
 # ---- a C program, read live, that then leaves through _exit ----

@@ -67,14 +67,39 @@ static int ptrace_scope(void)
     return v;
 }
 
+/* Whether pid's real, effective and saved uids are all ours (what
+ * __ptrace_may_access asks before any security module); -1 if unknown. */
+static int same_user(pid_t pid)
+{
+    char name[64], line[256];
+    snprintf(name, sizeof name, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(name, "r");
+    int same = -1;
+    unsigned long ruid, euid, suid;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %lu %lu %lu", &ruid, &euid, &suid) == 3) {
+            uid_t me = getuid();
+            same = ruid == me && euid == me && suid == me;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return same;
+}
+
 static void explain_eperm(pid_t pid, char *err, size_t n)
 {
     int scope = ptrace_scope();
     const char *why;
+    if (geteuid() != 0 && same_user(pid) == 0) {
+        snprintf(err, n, "cannot read the memory of process %d (EPERM): it belongs to another user: run as that "
+                         "user or as root", (int)pid);
+        return;
+    }
     switch (scope) {
     case -1:
     case 0:
-        why = "it belongs to another user or is not dumpable: run as its user or as root";
+        why = "it is not dumpable (setuid, or it called prctl(PR_SET_DUMPABLE, 0)): run as root";
         break;
     case 1:
         why = "kernel.yama.ptrace_scope=1 lets a process read only its own descendants: run as root "
@@ -339,28 +364,35 @@ struct rmt *rmt_open(pid_t pid, char *err, size_t errlen)
                 a = elf_symbol(m[i].path, m[i].start, "sk_inspect_root");
             if (a && root_valid(r, a) == 0)
                 addr = a;
-            else if (a)
+            else if (a && (errno == EPERM || errno == ESRCH))
                 read_errno = errno;
         }
-    if (!addr && read_errno != EPERM && read_errno != ESRCH) {
+    /* read_errno set: the symbol is there but its memory may not be read. */
+    int scan_errno = 0;
+    if (!addr && !read_errno) {
         addr = scan_for_root(r, m, n);
-        if (!addr && errno == EPERM)
-            read_errno = EPERM;
+        if (!addr && (errno == EPERM || errno == ESRCH))
+            scan_errno = errno;
     }
     free(m);
     if (!addr) {
-        if (read_errno == EPERM || read_errno == ESRCH) {
-            explain_read(r, read_errno, err, errlen);
+        char comm[64];
+        comm_of(pid, comm, sizeof comm);
+        if (read_errno || scan_errno == ESRCH || (kill(pid, 0) != 0 && errno == ESRCH)) {
+            explain_read(r, read_errno ? read_errno : ESRCH, err, errlen);
+        } else if (scan_errno == EPERM) {
+            /* No symbol, and the search of a stripped executable was refused. */
+            char why[400];
+            explain_eperm(pid, why, sizeof why);
+            snprintf(err, errlen,
+                     "process %d (%s) does not use slabkit: no sk_inspect_root in its executable or libraries "
+                     "(if it is a stripped static program, its memory could not be searched: %s)",
+                     (int)pid, comm, why);
         } else {
-            char comm[64];
-            comm_of(pid, comm, sizeof comm);
-            if (kill(pid, 0) != 0 && errno == ESRCH)
-                snprintf(err, errlen, "process %d has exited", (int)pid);
-            else
-                snprintf(err, errlen,
-                         "process %d (%s) does not use slabkit: no sk_inspect_root in its executable or "
-                         "libraries (run it with LD_PRELOAD=libslabkit.so.0 or link libslabkit.a)",
-                         (int)pid, comm);
+            snprintf(err, errlen,
+                     "process %d (%s) does not use slabkit: no sk_inspect_root in its executable or "
+                     "libraries (run it with LD_PRELOAD=libslabkit.so.0 or link libslabkit.a)",
+                     (int)pid, comm);
         }
         free(r);
         return NULL;
