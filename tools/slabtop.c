@@ -319,7 +319,7 @@ int main(int argc, char **argv)
             }
             continue;
         }
-        int quit = 0;
+        int quit = 0, now = 0;
         if (r > 0) {
             char keys[32];
             ssize_t got = read(STDIN_FILENO, keys, sizeof keys);
@@ -331,6 +331,8 @@ int main(int argc, char **argv)
                 char c = keys[k];
                 if (c == 'q' || c == 'Q')
                     quit = 1;
+                else if (c == ' ')
+                    now = 1;
                 else if (c >= 'A' && c <= 'Z' && strchr(sort_keys, c - 'A' + 'a'))
                     sort_key = c - 'A' + 'a';
                 else if (strchr(sort_keys, c) && c)
@@ -338,8 +340,10 @@ int main(int argc, char **argv)
             }
             if (quit)
                 break;
-            draw(&sc, &src);   /* the new order at once, on the same snapshot */
-            continue;
+            if (!now) {
+                draw(&sc, &src);   /* the new order at once, on the same snapshot */
+                continue;
+            }
         }
         if (source_refresh(&src, err, sizeof err) != 0) {
             term_leave(&sc);
