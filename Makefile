@@ -64,6 +64,11 @@ WL_SRC := $(sort $(wildcard bench/workloads/*.c))
 WL_BIN := $(WL_SRC:bench/workloads/%.c=$(B)/bench/workloads/%)
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_BIN := $(TOOL_SRC:tools/%.c=$(B)/tools/%)
+# What the tools share: reading another process (remote.c) and the table
+# sources of their reports (source.c); docs/inspect.md.
+TOOL_LIB_SRC := $(sort $(wildcard tools/inspect/*.c))
+TOOL_LIB_OBJ := $(TOOL_LIB_SRC:tools/%.c=$(B)/tools/obj/%.o)
+TOOL_HDR := $(wildcard tools/inspect/*.h)
 
 # ThreadSanitizer build: the library without the malloc layer (TSan owns
 # malloc) and with the tests named in TSAN_TESTS; they run with rseq off,
@@ -141,10 +146,14 @@ $(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workl
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g $(WARN) -pthread -Ibench -o $@ $< -lm
 
-# -rdynamic: slabinfo's alloc_calls (debug=U) name the tool's own functions.
-$(B)/tools/%: tools/%.c $(B)/libslabkit.a
+$(B)/tools/obj/%.o: tools/%.c $(TOOL_HDR) $(LIB_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) $(LDFLAGS) -rdynamic -o $@ $< $(B)/libslabkit.a
+	$(CC) $(PROGCFLAGS) -Itools -c $< -o $@
+
+# -rdynamic: slabinfo's alloc_calls (debug=U) name the tool's own functions.
+$(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit.a
+	@mkdir -p $(dir $@)
+	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -rdynamic -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit.a
 
 $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
@@ -197,8 +206,9 @@ stack: lib
 # What `make install` puts where (uninstall removes exactly these).
 INST_LIB := $(LIBDIR)/libslabkit.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libslabkit.so $(LIBDIR)/libslabkit.a
 INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc
-INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo
-INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
+INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo $(BINDIR)/slabkit-slabtop
+INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man1/slabkit-slabtop.1 \
+            $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
 
 install: lib tools
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) \
@@ -211,7 +221,8 @@ install: lib tools
 	sed 's|^LIB=.*|LIB=$(LIBDIR)/$(SONAME)|' tools/slabkit.sh > $(DESTDIR)$(BINDIR)/slabkit
 	chmod 755 $(DESTDIR)$(BINDIR)/slabkit
 	install -m 755 $(B)/tools/slabinfo $(DESTDIR)$(BINDIR)/slabkit-slabinfo
-	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 755 $(B)/tools/slabtop $(DESTDIR)$(BINDIR)/slabkit-slabtop
+	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 man/slabkit-slabtop.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/slabkit.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/slabkit.7 $(DESTDIR)$(MANDIR)/man7/
 

@@ -3,20 +3,25 @@
  * SLUB's: a one-line summary per cache, a full report of one cache with its
  * event counters and per-CPU partial statistics, or /proc/slabinfo text.
  *
- * It reports its own process (slabkit lives in the process that uses it),
- * so --workload first runs a small mixed allocation workload, with objects
- * freed on other threads, and leaves part of it allocated.
+ * Without -p or FILE it reports its own process (slabkit lives in the
+ * process that uses it), so --workload first runs a small mixed
+ * allocation workload, with objects freed on other threads, and leaves
+ * part of it allocated.  -p PID reads another running process that uses
+ * slabkit, from outside (tools/inspect, docs/inspect.md); FILE reads an
+ * exit report (slabinfo_at_exit, slabinfo_file).
  *
- *   slabinfo [-a] [--workload]         summary of caches in use (-a: all)
- *   slabinfo -r NAME [--workload]      full report of cache NAME (repeatable)
- *   slabinfo --slabinfo [--workload]   /proc/slabinfo version 2.1
- *   slabinfo -h                        usage
+ *   slabinfo [-p PID | FILE] [-a] [--workload]  summary of caches in use (-a: all)
+ *   slabinfo [-p PID | FILE] -r NAME            full report of cache NAME (repeatable)
+ *   slabinfo [-p PID | FILE] --slabinfo         /proc/slabinfo version 2.1, totals line
+ *   slabinfo -h                                 usage
  *
  * With SLABKIT_OPTIONS=debug=U (slub_debug's user tracking) -r also shows
  * the cache's alloc_calls and free_calls: one line per call site with the
  * count, site, age min/avg/max (ms), thread ids, CPUs and bytes.  A
- * program run with debug=U,slabinfo_at_exit=1 writes the same sections
- * after its exit-time slabinfo.
+ * program run with debug=U,slabinfo_at_exit=1 (or slabinfo_file=FILE)
+ * writes the same sections after its exit-time slabinfo, and -r on that
+ * FILE prints the cache's two sections.  Not read live (-p): the sites
+ * are per object, inside the target's slabs.
  *
  * Summary columns: Objects (active), Objsize (bytes asked for), Space
  * (bytes of all slabs), Slabs/Part/Cpu (slabs, on node partial lists, on
@@ -29,19 +34,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inspect/source.h"
 #include "slabkit.h"
+
+static struct source src;   /* where the table comes from */
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: slabinfo [-a] [--workload]        one line per cache in use (-a: every cache)\n"
-            "       slabinfo -r NAME [--workload]     full report of a cache (event counters,\n"
-            "                                         per-CPU partial statistics; alloc_calls and\n"
-            "                                         free_calls under debug=U); -r may repeat\n"
-            "       slabinfo --slabinfo [--workload]  /proc/slabinfo version 2.1 format\n"
-            "       slabinfo -h                       this text\n"
-            "slabkit lives in the process that uses it, so this reports its own process;\n"
-            "--workload first runs a small mixed allocation workload to have something to show.\n");
+            "usage: slabinfo [WHERE] [-a] [--workload]  one line per cache in use (-a: every cache)\n"
+            "       slabinfo [WHERE] -r NAME            full report of a cache (event counters,\n"
+            "                                           per-CPU partial statistics; alloc_calls and\n"
+            "                                           free_calls under debug=U, not with -p);\n"
+            "                                           -r may repeat\n"
+            "       slabinfo [WHERE] --slabinfo         /proc/slabinfo version 2.1 format, totals\n"
+            "       slabinfo -h                         this text\n"
+            "WHERE: -p PID  a running process that uses slabkit (read from outside; same user or root)\n"
+            "       FILE    an exit report (SLABKIT_OPTIONS=slabinfo_at_exit=1 or slabinfo_file=FILE)\n"
+            "       none    this tool's own process; --workload first runs a small mixed\n"
+            "               allocation workload to have something to show.\n");
 }
 
 /* 1234567 -> "1.2M", the way the kernel tool prints sizes. */
@@ -92,10 +103,11 @@ static void summary(int all)
     struct summary s = { all, 0, 0, 0 };
     printf("%-24s %8s %7s %9s %15s %4s %1s %3s %3s\n", "Name", "Objects", "Objsize", "Space", "Slabs/Part/Cpu",
            "O/S", "O", "%Fr", "%Ef");
-    sk_cache_foreach(summary_line, &s);
+    source_foreach(&src, summary_line, &s);
     char sp[16], us[16];
     printf("%d caches%s, %s in slabs, %s in objects\n", s.lines, all ? "" : " in use (-a: all)",
            human(s.space, sp, sizeof sp), human(s.used, us, sizeof us));
+    source_print_totals(&src, stdout);
 }
 
 /* ---- full report of one cache ---- */
@@ -189,6 +201,38 @@ static void *wl_freer(void *arg)
     return NULL;
 }
 
+/* The alloc_calls and free_calls sections of cache `name` in an exit
+ * report (written under debug=U after the slabinfo table), as they are. */
+static void file_calls(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[1024], a[160], fr[160];
+    snprintf(a, sizeof a, "alloc_calls %s:", name);
+    snprintf(fr, sizeof fr, "free_calls %s:", name);
+    int in = 0, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\n");
+        line[n] = 0;
+        if (!strncmp(line, "alloc_calls ", 12) || !strncmp(line, "free_calls ", 11)) {
+            in = !strcmp(line, a) || !strcmp(line, fr);
+            if (in) {
+                printf("%s%s\n", found ? "" : "\n", line);
+                found = 1;
+            }
+            continue;
+        }
+        /* A section's lines: "No data" or "  COUNT site ..."; anything
+         * else ends it. */
+        if (in && (!strcmp(line, "No data") || (line[0] == ' ' && strstr(line, " age="))))
+            printf("%s\n", line);
+        else
+            in = 0;
+    }
+    fclose(f);
+}
+
 static void workload(void)
 {
     wl_cache = sk_cache_create("slabinfo-demo", 192, 0, SK_CACHE_HWALIGN, wl_ctor);
@@ -230,8 +274,9 @@ static void workload(void)
 
 int main(int argc, char **argv)
 {
-    const char *reports[64];
+    const char *reports[64], *file = NULL;
     int nrep = 0, all = 0, proc = 0, wl = 0;
+    long pid = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
             usage(stdout);
@@ -244,23 +289,46 @@ int main(int argc, char **argv)
             wl = 1;
         } else if (!strcmp(argv[a], "-r") && a + 1 < argc && nrep < 64) {
             reports[nrep++] = argv[++a];
+        } else if (!strcmp(argv[a], "-p") && a + 1 < argc && !pid && !file) {
+            char *end;
+            pid = strtol(argv[++a], &end, 10);
+            if (*end || pid <= 0 || pid > 0x3fffffff) {
+                fprintf(stderr, "slabinfo: -p wants a process id, not '%s'\n", argv[a]);
+                return 2;
+            }
+        } else if (argv[a][0] != '-' && !pid && !file) {
+            file = argv[a];
         } else {
             fprintf(stderr, "slabinfo: bad argument '%s'\n", argv[a]);
             usage(stderr);
             return 2;
         }
     }
+    if (wl && (pid || file)) {
+        fprintf(stderr, "slabinfo: --workload runs in this process: not with -p or FILE\n");
+        return 2;
+    }
     if (wl)
         workload();
+    char err[512];
+    int opened = pid ? source_open_pid(&src, (pid_t)pid, err, sizeof err)
+                     : file ? source_open_file(&src, file, err, sizeof err) : source_open_self(&src, err, sizeof err);
+    if (opened != 0) {
+        fprintf(stderr, "slabinfo: %s\n", err);
+        return 1;
+    }
     if (proc) {
-        sk_slabinfo(stdout);
+        source_print_slabinfo(&src, stdout);
         return 0;
     }
     if (nrep) {
         int rc = 0;
+        if (file)
+            fprintf(stderr, "slabinfo: an exit report holds the table only: sizes and slab counts below, "
+                            "event counters zero\n");
         for (int r = 0; r < nrep; r++) {
             struct sk_cache_info info;
-            if (sk_cache_info(reports[r], &info)) {
+            if (source_info(&src, reports[r], &info)) {
                 fprintf(stderr, "slabinfo: no cache named '%s'\n", reports[r]);
                 rc = 1;
                 continue;
@@ -268,9 +336,12 @@ int main(int argc, char **argv)
             report(&info);
             /* slub_debug's U (SLABKIT_OPTIONS=debug=U): the call sites of
              * its allocated and freed objects, as the kernel's sysfs
-             * alloc_calls and free_calls. */
+             * alloc_calls and free_calls: this process's, or the
+             * sections of an exit report. */
             fflush(stdout);
-            if (sk_cache_calls(reports[r], 1) == 0)
+            if (file)
+                file_calls(file, reports[r]);
+            else if (!pid && sk_cache_calls(reports[r], 1) == 0)
                 printf("\n");
         }
         return rc;

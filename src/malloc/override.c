@@ -29,6 +29,7 @@
 #include "malloc/malloc.h"
 #include "slab/kfence.h"
 #include "slab/report.h"
+#include "slab/slabinfo_format.h"
 #include "slab/slub_cpu.h"
 
 #define ALIAS(name) SK_API __attribute__((used))
@@ -43,17 +44,54 @@ static void fork_child(void);
  * goes out only if the copy is still that file: a program that closed
  * every descriptor and opened its own on the same number gets nothing
  * written into it.  Taken only with the option on.
+ *
+ * slabinfo_file=PATH sends the exit output to PATH instead (%p: the pid),
+ * created and truncated at load, its absolute path kept: a program that
+ * closes every descriptor or changes directory still gets its report, the
+ * file being opened again by that path at exit.  A forked child opens its
+ * own file when the path names the pid.
  */
 static int exit_fd = -1;
 static dev_t exit_dev;
 static ino_t exit_ino;
+static char exit_path[4096];   /* slabinfo_file, expanded and absolute */
 
-static void exit_output_open(void)
+/* exit_path from the option: %p the pid, %% a %, relative to the
+ * directory we start in.  False when it does not fit. */
+static bool exit_path_expand(void)
+{
+    const char *pat = sk_opt.slabinfo_file;
+    size_t n = 0, cap = sizeof exit_path;
+    if (pat[0] != '/') {
+        if (!getcwd(exit_path, cap - 2))
+            return false;
+        n = strlen(exit_path);
+        exit_path[n++] = '/';
+    }
+    for (const char *p = pat; *p && n + 24 < cap; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            n += (size_t)snprintf(exit_path + n, cap - n, "%d", (int)getpid());
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            exit_path[n++] = '%';
+            p++;
+        } else {
+            exit_path[n++] = *p;
+        }
+    }
+    exit_path[n] = 0;
+    return n + 24 < cap;
+}
+
+/* Keep fd (ours now) as the exit output, off the standard descriptors. */
+static void exit_output_keep(int fd)
 {
     struct stat st;
-    if (exit_fd >= 0 || (sk_option("slabinfo_at_exit") <= 0 && sk_option("leak_check") <= 0))
-        return;
-    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0 && fd < 3) {
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        fd = high;
+    }
     if (fd < 0)
         return;
     if (fstat(fd, &st) != 0) {
@@ -65,13 +103,56 @@ static void exit_output_open(void)
     exit_fd = fd;
 }
 
-/* The exit output's descriptor, or -1 if it is no longer our copy. */
+static void exit_file_open(void)
+{
+    if (!exit_path_expand()) {
+        os_warn("slabinfo_file=%s: path too long: no exit report", sk_opt.slabinfo_file);
+        exit_path[0] = 0;
+        return;
+    }
+    int fd = open(exit_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        os_warn("slabinfo_file: cannot create %s (errno %d): no exit report", exit_path, errno);
+    exit_output_keep(fd);
+}
+
+static void exit_output_open(void)
+{
+    if (exit_fd >= 0)
+        return;
+    os_options_init();
+    if (sk_opt.slabinfo_file[0]) {
+        exit_file_open();
+        return;
+    }
+    if (sk_opt.slabinfo_at_exit <= 0 && sk_opt.leak_check <= 0)
+        return;
+    exit_output_keep(fcntl(2, F_DUPFD_CLOEXEC, 3));
+}
+
+/* The exit output's descriptor, or -1 if it is no longer our copy (a
+ * slabinfo_file is opened again by its path). */
 static int exit_output_fd(void)
 {
     struct stat st;
-    if (exit_fd < 0 || fstat(exit_fd, &st) != 0 || st.st_dev != exit_dev || st.st_ino != exit_ino)
+    if (exit_fd >= 0 && fstat(exit_fd, &st) == 0 && st.st_dev == exit_dev && st.st_ino == exit_ino)
+        return exit_fd;
+    if (!exit_path[0])
         return -1;
+    exit_fd = -1;
+    exit_output_keep(open(exit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
     return exit_fd;
+}
+
+/* A forked child whose report file names the pid gets its own. */
+static void exit_output_atfork_child(void)
+{
+    if (exit_path[0] && strstr(sk_opt.slabinfo_file, "%p")) {
+        if (exit_fd >= 0)
+            close(exit_fd);
+        exit_fd = -1;
+        exit_file_open();
+    }
 }
 
 /* The fork repair, registered once: when the library is loaded (a
@@ -324,10 +405,8 @@ static void print_totals(int fd)
 {
     struct page_stats st;
     page_stats(&st);
-    os_printf(fd, "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "
-                 "returned to the OS %lu; address space %zu MiB\n",
-              st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages, st.purged_pages,
-              vm_reserved_bytes() >> 20);
+    os_printf(fd, SLABINFO_TOTALS_LINE, st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages,
+              st.purged_pages, vm_reserved_bytes() >> 20);
 }
 
 ALIAS(malloc_stats) void malloc_stats(void)
@@ -338,11 +417,12 @@ ALIAS(malloc_stats) void malloc_stats(void)
 }
 
 /* slabinfo_at_exit=1: the process's slabinfo on stderr as it was at
- * start-up, when it exits through exit() (not _exit), whole: written with
+ * start-up (or in slabinfo_file), when it exits through exit() (not
+ * _exit: read such a program live, slabinfo -p), whole: written with
  * write(2) a line at a time, without the program's stdio. */
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
-    if (!sk_opt.slabinfo_at_exit || !slab_ready())
+    if ((!sk_opt.slabinfo_at_exit && !sk_opt.slabinfo_file[0]) || !slab_ready())
         return;
     int fd = exit_output_fd();
     if (fd < 0)
@@ -374,6 +454,7 @@ static void reset_arrays(cpu_arrays_t tab)
 static void fork_child(void)
 {
     os_options_atfork_child();
+    exit_output_atfork_child();
     lock_atfork_child();
     cpu_atfork_child();
     vm_atfork_child();

@@ -8,6 +8,7 @@
  * ignored; nothing here can crash on any input.  A value is a number in
  * the option's range or, for options that have them, one of its words
  * (mutex_spin=mcs, allocator=slab); allocator and slab_mgmt take words only.
+ * swap_file and slabinfo_file take a path.
  */
 #include <errno.h>
 #include <limits.h>
@@ -37,6 +38,7 @@ struct sk_options sk_opt = {
     .page_microopt = 1,
     .shmem_limit_mb = 0,
     .swap_file = "",
+    .slabinfo_file = "",
     .sized_check = 0,
     .kfence = 0,
     .kfence_pages = 255,
@@ -184,6 +186,17 @@ long sk_option(const char *key)
     return -1;
 }
 
+/* The options whose value is a path: their buffer, or NULL. */
+static char *path_option(const char *key)
+{
+    _Static_assert(sizeof sk_opt.swap_file == sizeof sk_opt.slabinfo_file, "path options: one size");
+    if (!strcmp(key, "swap_file"))
+        return sk_opt.swap_file;
+    if (!strcmp(key, "slabinfo_file"))
+        return sk_opt.slabinfo_file;
+    return NULL;
+}
+
 int os_options_parse(const char *text)
 {
     if (!text)
@@ -222,12 +235,13 @@ int os_options_parse(const char *text)
             }
             continue;
         }
-        if (!strcmp(item, "swap_file")) {     /* a path, not a number */
+        char *path = path_option(item);
+        if (path) {                           /* a path, not a number */
             if (strlen(value) >= sizeof sk_opt.swap_file) {
-                os_warn("SLABKIT_OPTIONS: swap_file path too long: ignored");
+                os_warn("SLABKIT_OPTIONS: %s path too long: ignored", item);
                 warnings++;
             } else {
-                strcpy(sk_opt.swap_file, value);
+                strcpy(path, value);
             }
             continue;
         }

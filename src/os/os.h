@@ -132,6 +132,8 @@ struct sk_options {
     long mutex_spin;         /* MUTEX_SPIN_OFF, _ON (default) or _MCS (the word "mcs") */
     long huge_slices;        /* dense memory in 2 MiB huge-page slices */
     long slabinfo_at_exit;   /* print slabinfo when the process exits */
+    char slabinfo_file[256]; /* slabinfo_file=PATH: the exit output goes there, not to
+                              * stderr (implies slabinfo_at_exit; %p: the pid) */
     long decay_ms;           /* free memory older than this goes back to the OS */
     long dirty_max_mb;       /* free resident memory above this is returned at once */
     long array_size;         /* per-CPU array capacity override (0: by size) */

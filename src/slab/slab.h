@@ -168,6 +168,8 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
  * child); everyone else uses slab_for_each_cache, which holds cache_lock
  * (sk_cache_destroy unlinks and recycles caches under it). */
 struct slab_cache *slab_caches(void);
+/* The list's head (cache.c); extern for sk_inspect_root (inspect.c). */
+extern struct slab_cache *slab_cache_list SK_INTERNAL;
 /* Call fn for each cache with the list held still (a destroyed cache's
  * metadata is reused by the next create). */
 void slab_for_each_cache(void (*fn)(struct slab_cache *, void *), void *arg);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "slab/slab.h"
+#include "slab/slabinfo_format.h"
 
 const char *const sk_stat_names[SK_STAT_NR] = {
     [SK_ALLOC_FASTPATH] = "alloc_fastpath",
@@ -79,21 +80,6 @@ void sk_cache_foreach(void (*fn)(const struct sk_cache_info *, void *), void *ar
     struct foreach_call f = { fn, arg };
     slab_for_each_cache(foreach_one, &f);
 }
-
-#define SLABINFO_HEADER                                                                      \
-    "slabinfo - version: 2.1\n"                                                              \
-    "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab>"       \
-    " : tunables <limit> <batchcount> <sharedfactor>"                                         \
-    " : slabdata <active_slabs> <num_slabs> <sharedavail>\n"
-/* The columns and widths of the kernel's /proc/slabinfo.  tunables:
- * SLAB's limit and batchcount are, here, the per-CPU array capacity and
- * the refill/flush batch; its shared array is the node's barn:
- * sharedfactor its capacity in batches, sharedavail the objects in it. */
-#define SLABINFO_LINE "%-17s %6lu %6lu %6zu %4u %4u : tunables %4u %4u %4u : slabdata %6lu %6lu %6lu\n"
-#define SLABINFO_ARGS(i)                                                                          \
-    (i)->name, (i)->active_objs, (i)->num_objs, (i)->size, (i)->objs_per_slab, 1u << (i)->order,  \
-        (i)->array_capacity, (i)->batch, (i)->batch ? (i)->barn_capacity / (i)->batch : 0,        \
-        (i)->active_slabs, (i)->num_slabs, (i)->barn_objs
 
 static void print_one(const struct sk_cache_info *i, void *arg)
 {

@@ -80,7 +80,7 @@ struct vm_region {
 
 static spinlock_t vm_lock = SPINLOCK_INIT;
 static struct vm_slice *vm_all;
-static size_t vm_bytes;            /* handed out */
+size_t vm_bytes SK_INTERNAL;       /* handed out (vm.h) */
 static size_t vm_arena;            /* reserved by the arena */
 static struct vm_region *vm_regions[VM_MAX_REGIONS];
 static uint32_t vm_nr_regions;

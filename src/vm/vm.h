@@ -166,6 +166,8 @@ void vm_slice_release(struct vm_slice *s);
 struct vm_slice *vm_slices(void);
 /* Bytes of address space reserved, and slices by kind. */
 size_t vm_reserved_bytes(void);
+/* What vm_reserved_bytes reads (relaxed); extern for sk_inspect_root. */
+extern size_t vm_bytes SK_INTERNAL;
 /* Bytes of address space the arena holds (reserved, used or not). */
 size_t vm_arena_bytes(void);
 /* Tests: recompute every region's masks from its slice states and compare

@@ -206,6 +206,16 @@ int main(void)
     longs[1024] = 0;
     bad(longs, 1, "longer than", "1024 bytes: refused as a whole");
 
+    /* Paths: slabinfo_file and swap_file take any text up to 255 bytes,
+     * commas excepted (they separate items); longer is refused whole. */
+    is(parse_capture("slabinfo_file=/tmp/r.%p,pcp=0"), 0, "slabinfo_file=PATH: no warning");
+    ok(!strcmp(sk_opt.slabinfo_file, "/tmp/r.%p") && sk_opt.pcp == 0, "slabinfo_file kept verbatim (%%p expands at load)");
+    sk_opt = defaults;
+    char longpath[300] = "slabinfo_file=";
+    memset(longpath + 14, 'a', 260);
+    longpath[274] = 0;
+    bad(longpath, 1, "slabinfo_file path too long", "slabinfo_file of 260 bytes");
+
     /* Many items: every bad one warns once, none is lost or doubled. */
     char many[1000] = "";
     for (int i = 0; i < 40; i++)

@@ -4,7 +4,7 @@
 # no error in them (make deb fails otherwise); each package holds what it
 # should: the soname file and link in libslabkit0; the header, the
 # development link, the static library, the pkg-config file and
-# slabkit(3) in -dev; the wrapper, slabkit-slabinfo, slabkit(1) and
+# slabkit(3) in -dev; the wrapper, slabkit-slabinfo, slabkit-slabtop, their pages and
 # slabkit(7) in -tools.  Skipped where dpkg-buildpackage, debhelper or
 # lintian is not installed (.ci/run installs them).
 set -u
@@ -38,6 +38,7 @@ ok $? "libslabkit0 holds libslabkit.so.0.1.0 and its soname link"
 has libslabkit-dev /usr/include/slabkit.h /usr/lib/$MA/libslabkit.so /usr/lib/$MA/libslabkit.a \
     /usr/lib/$MA/pkgconfig/slabkit.pc /usr/share/man/man3/slabkit.3.gz
 ok $? "libslabkit-dev holds the header, the link, the archive, slabkit.pc and slabkit(3)"
-has slabkit-tools /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/share/man/man1/slabkit.1.gz \
-    /usr/share/man/man1/slabkit-slabinfo.1.gz /usr/share/man/man7/slabkit.7.gz
-ok $? "slabkit-tools holds the wrapper, slabkit-slabinfo, slabkit(1) and slabkit(7)"
+has slabkit-tools /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop \
+    /usr/share/man/man1/slabkit.1.gz /usr/share/man/man1/slabkit-slabinfo.1.gz \
+    /usr/share/man/man1/slabkit-slabtop.1.gz /usr/share/man/man7/slabkit.7.gz
+ok $? "slabkit-tools holds the wrapper, slabkit-slabinfo, slabkit-slabtop, their pages and slabkit(7)"

@@ -3,8 +3,9 @@
 # distribution would run them (PREFIX=/usr, the multiarch LIBDIR): the
 # library's file, soname links and static archive, the header, the
 # pkg-config file, the wrapper (its LIB= pointing at the installed
-# soname), slabkit-slabinfo and the man pages land where they should; the
-# soname is libslabkit.so.0, sk_* carry the version SLABKIT_0 and the
+# soname), slabkit-slabinfo, slabkit-slabtop and the man pages land where they should; the
+# soname is libslabkit.so.0, sk_* carry the version SLABKIT_0 (but
+# sk_inspect_root, SLABKIT_INSPECT_1: docs/inspect.md) and the
 # malloc family none (so that it interposes on glibc's); a program built
 # against the staged tree with pkg-config needs libslabkit.so.0 and
 # SLABKIT_0 and runs; every man page renders without a warning; uninstall
@@ -30,15 +31,16 @@ ok $rc "make install DESTDIR=... PREFIX=/usr LIBDIR=$LD"
 [ $rc = 0 ] || show "$T/install.out"
 
 want="$LD/libslabkit.so.0.1.0 $LD/libslabkit.a /usr/include/slabkit.h $LD/pkgconfig/slabkit.pc
-/usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/share/man/man1/slabkit.1 /usr/share/man/man1/slabkit-slabinfo.1
-/usr/share/man/man3/slabkit.3 /usr/share/man/man7/slabkit.7"
+/usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop /usr/share/man/man1/slabkit.1
+/usr/share/man/man1/slabkit-slabinfo.1 /usr/share/man/man1/slabkit-slabtop.1 /usr/share/man/man3/slabkit.3 /usr/share/man/man7/slabkit.7"
 missing=
 for f in $want; do [ -f "$D$f" ] || missing="$missing $f"; done
 [ -z "$missing" ]
 ok $? "every file is installed${missing:+ (missing:$missing)}"
 [ "$(readlink "$D$LD/libslabkit.so.0")" = libslabkit.so.0.1.0 ] && [ "$(readlink "$D$LD/libslabkit.so")" = libslabkit.so.0 ]
 ok $? "libslabkit.so.0 -> libslabkit.so.0.1.0 and libslabkit.so -> libslabkit.so.0"
-[ "$(stat -c %a "$D$LD/libslabkit.so.0.1.0")" = 644 ] && [ -x "$D/usr/bin/slabkit" ] && [ -x "$D/usr/bin/slabkit-slabinfo" ]
+[ "$(stat -c %a "$D$LD/libslabkit.so.0.1.0")" = 644 ] && [ -x "$D/usr/bin/slabkit" ] && [ -x "$D/usr/bin/slabkit-slabinfo" ] &&
+    [ -x "$D/usr/bin/slabkit-slabtop" ]
 ok $? "the library is 0644, the programs executable"
 grep -qx "LIB=$LD/libslabkit.so.0" "$D/usr/bin/slabkit"
 ok $? "the installed wrapper preloads $LD/libslabkit.so.0"
@@ -47,13 +49,15 @@ if command -v readelf >/dev/null 2>&1 && command -v objdump >/dev/null 2>&1; the
     readelf -d "$D$LD/libslabkit.so.0.1.0" | grep -q 'Library soname: \[libslabkit.so.0\]'
     ok $? "its soname is libslabkit.so.0"
     objdump -T "$D$LD/libslabkit.so.0.1.0" >"$T/syms"
-    # NF >= 2: objdump's blank and header lines (mawk stops at $(-1)).
-    stray=$(awk 'NF >= 2 && $(NF-1) == "SLABKIT_0" && $NF !~ /^sk_/ && $NF != "SLABKIT_0" { print $NF }
-                 NF >= 2 && $(NF-1) != "SLABKIT_0" && $NF ~ /^sk_/ { print $NF }' "$T/syms") ||
+    # NF < 2: objdump's blank and header lines (mawk stops at $(-1)).
+    stray=$(awk 'NF < 2 { next }
+                 $(NF-1) == "SLABKIT_0" && $NF !~ /^sk_/ && $NF != "SLABKIT_0" { print $NF }
+                 $(NF-1) != "SLABKIT_0" && $NF ~ /^sk_/ && $NF != "sk_inspect_root" { print $NF }' "$T/syms") ||
         stray="(awk failed)"
     grep -Eq 'SLABKIT_0 +sk_cache_alloc$' "$T/syms" && grep -Eq 'SLABKIT_0 +sk_malloc$' "$T/syms" &&
+        grep -Eq 'SLABKIT_INSPECT_1 +sk_inspect_root$' "$T/syms" &&
         grep -Eq 'Base +malloc$' "$T/syms" && grep -Eq 'Base +free_sized$' "$T/syms" && [ -z "$stray" ]
-    ok $? "sk_* carry SLABKIT_0, the malloc family no version${stray:+ (wrong: $stray)}"
+    ok $? "sk_* carry SLABKIT_0 (the inspection root SLABKIT_INSPECT_1), the malloc family no version${stray:+ (wrong: $stray)}"
 else
     skip "binutils (readelf, objdump) not installed"
     skip "binutils (readelf, objdump) not installed"
@@ -92,12 +96,12 @@ fi
 
 if command -v man >/dev/null 2>&1; then
     bad=
-    for page in 1/slabkit 1/slabkit-slabinfo 3/slabkit 7/slabkit; do
+    for page in 1/slabkit 1/slabkit-slabinfo 1/slabkit-slabtop 3/slabkit 7/slabkit; do
         out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -M "$D/usr/share/man" "${page%%/*}" "${page#*/}" 2>&1 >"$T/page.txt")
         [ -z "$out" ] && grep -q 'slabkit' "$T/page.txt" || bad="$bad $page ($out)"
     done
     [ -z "$bad" ]
-    ok $? "man renders slabkit(1), slabkit-slabinfo(1), slabkit(3), slabkit(7) without a warning${bad:+:$bad}"
+    ok $? "man renders slabkit(1), slabkit-slabinfo(1), slabkit-slabtop(1), slabkit(3), slabkit(7) without a warning${bad:+:$bad}"
     MANWIDTH=80 man -M "$D/usr/share/man" 7 slabkit 2>/dev/null | grep -q 'sized_check'
     ok $? "slabkit(7) documents the options (sized_check among them)"
 else

@@ -6,13 +6,16 @@
 # as any user's program would be (dynamically, -rdynamic so that its own
 # functions have names), leaks three 48-byte objects from leaky_three()
 # and one 200-byte object from leaky_one(), and keeps a third kind alive
-# from a global (never reported); it runs under LD_PRELOAD.
+# from a global (never reported); it runs under LD_PRELOAD.  Then the
+# same program with debug=U,slabinfo_file=FILE: `slabinfo FILE -r
+# kmalloc-48` prints the cache's alloc_calls from that exit report, one
+# line per site with its count (issue 13 part 5).
 set -u
 . "$(dirname "$0")/programs.sh"
 in_workdir leaksites
 CC=${CC:-cc}
 command -v "$CC" >/dev/null 2>&1 || { echo "1..0 # SKIP no C compiler"; exit 0; }
-echo "1..7"
+echo "1..9"
 cat >leaky.c <<'C'
 #include <stdlib.h>
 #include <string.h>
@@ -58,3 +61,11 @@ grep -Eq '^  kmalloc-48 +3 objects +144 bytes leaky_three\+0x[0-9a-f]+/0x[0-9a-f
 ok $? "the summary groups leaky_three's 3 objects (144 bytes) by site"
 grep -Eq '^  kmalloc-[0-9]+ +1 objects +[0-9]+ bytes leaky_one\+0x[0-9a-f]+/0x[0-9a-f]+$' err
 ok $? "and leaky_one's object under its own site"
+env LD_PRELOAD="$LIB" SLABKIT_OPTIONS=debug=U,slabinfo_file="$T/rep" ./leaky 2>err2 &&
+    "$B/tools/slabinfo" "$T/rep" -r kmalloc-48 >calls 2>calls.err
+ok $? "slabinfo reads the exit report debug=U,slabinfo_file wrote"
+grep -q '^alloc_calls kmalloc-48:$' calls &&
+    grep -Eq '^ +3 leaky_three\+0x[0-9a-f]+/0x[0-9a-f]+ age=[0-9]+/[0-9]+/[0-9]+ pid=[0-9]+ cpus=[0-9,-]+ bytes=144$' calls &&
+    grep -Eq '^ +1 kept\+0x[0-9a-f]+/0x[0-9a-f]+ age=' calls
+ok $? "its -r kmalloc-48 lists alloc_calls: leaky_three 3 objects (144 bytes), kept 1"
+

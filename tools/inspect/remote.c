@@ -1,0 +1,683 @@
+/*
+ * remote.c — slabkit's caches and page totals of another process, read
+ * with process_vm_readv (remote.h, docs/inspect.md).
+ *
+ * Invariants:
+ *  - The target runs nothing for us: we read its memory, never write it,
+ *    never stop it, never signal it.
+ *  - Every remote pointer is used only through rmt_read, which fails
+ *    cleanly on an unmapped address; nothing read is trusted: lengths and
+ *    counts are clamped, names are terminated, list walks stop at a bound
+ *    (the cache's own totals) and at the first page that is not a slab of
+ *    that cache.  A walk that stopped early marks its cache approximate.
+ *  - The root is found by name (the ELF symbol sk_inspect_root in the
+ *    executable or a mapped library, plus that object's load bias) or, in
+ *    a stripped static executable, by its magic in the process's file-
+ *    backed data mappings; either way it is used only after its magic,
+ *    version, size and layout hash match this tool's own.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "inspect/remote.h"
+#include "slab/inspect.h"
+
+#define RMT_MAX_CACHES 4096          /* caches walked; more means a loop */
+#define RMT_MAX_MAPS 8192            /* lines of /proc/PID/maps considered */
+#define RMT_SCAN_MAX (64ul << 20)    /* bytes of data mappings scanned for the magic */
+
+struct rmt {
+    pid_t pid;
+    uintptr_t root_addr;
+    struct sk_inspect root;
+};
+
+static int rmt_read(const struct rmt *r, uintptr_t addr, void *buf, size_t len)
+{
+    struct iovec local = { buf, len }, remote = { (void *)addr, len };
+    if (!addr)
+        return errno = EFAULT, -1;
+    ssize_t got = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+    if (got == (ssize_t)len)
+        return 0;
+    if (got >= 0)
+        errno = EFAULT;
+    return -1;
+}
+
+/* ---- why a process cannot be read ---- */
+
+static int ptrace_scope(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int v = -1;
+    if (f) {
+        if (fscanf(f, "%d", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+/* Whether pid's real, effective and saved uids are all ours (what
+ * __ptrace_may_access asks before any security module); -1 if unknown. */
+static int same_user(pid_t pid)
+{
+    char name[64], line[256];
+    snprintf(name, sizeof name, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(name, "r");
+    int same = -1;
+    unsigned long ruid, euid, suid;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %lu %lu %lu", &ruid, &euid, &suid) == 3) {
+            uid_t me = getuid();
+            same = ruid == me && euid == me && suid == me;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return same;
+}
+
+static void explain_eperm(pid_t pid, char *err, size_t n)
+{
+    int scope = ptrace_scope();
+    const char *why;
+    if (geteuid() != 0 && same_user(pid) == 0) {
+        snprintf(err, n, "cannot read the memory of process %d (EPERM): it belongs to another user: run as that "
+                         "user or as root", (int)pid);
+        return;
+    }
+    switch (scope) {
+    case -1:
+    case 0:
+        why = "it is not dumpable (setuid, or it called prctl(PR_SET_DUMPABLE, 0)): run as root";
+        break;
+    case 1:
+        why = "kernel.yama.ptrace_scope=1 lets a process read only its own descendants: run as root "
+              "(CAP_SYS_PTRACE), or set kernel.yama.ptrace_scope=0";
+        break;
+    case 2:
+        why = "kernel.yama.ptrace_scope=2 lets only CAP_SYS_PTRACE read another process: run as root";
+        break;
+    default:
+        why = "kernel.yama.ptrace_scope=3 forbids reading another process's memory to everyone until reboot";
+        break;
+    }
+    snprintf(err, n, "cannot read the memory of process %d (EPERM): %s", (int)pid, why);
+}
+
+/* The reason a read of the target failed, in err. */
+static void explain_read(const struct rmt *r, int e, char *err, size_t n)
+{
+    if (e == EPERM)
+        explain_eperm(r->pid, err, n);
+    else if (e == ESRCH || kill(r->pid, 0) != 0)
+        snprintf(err, n, "process %d has exited", (int)r->pid);
+    else
+        snprintf(err, n, "cannot read the memory of process %d: %s", (int)r->pid, strerror(e));
+}
+
+/* ---- finding the root ---- */
+
+struct mapping {
+    uintptr_t start, end, offset;
+    char perms[5];
+    unsigned long inode;
+    char path[512];
+};
+
+static int read_maps(pid_t pid, struct mapping **out, size_t *n)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(name, "r");
+    if (!f)
+        return -1;
+    size_t cap = 256, cnt = 0;
+    struct mapping *m = malloc(cap * sizeof *m);
+    char line[1024];
+    while (m && cnt < RMT_MAX_MAPS && fgets(line, sizeof line, f)) {
+        if (cnt == cap) {
+            struct mapping *nm = realloc(m, 2 * cap * sizeof *m);
+            if (!nm)
+                break;
+            m = nm;
+            cap *= 2;
+        }
+        struct mapping *p = &m[cnt];
+        int pos = 0;
+        unsigned long dev_major, dev_minor;
+        if (sscanf(line, "%lx-%lx %4s %lx %lx:%lx %lu %n", &p->start, &p->end, p->perms, &p->offset, &dev_major,
+                   &dev_minor, &p->inode, &pos) < 7)
+            continue;
+        snprintf(p->path, sizeof p->path, "%s", line + pos);
+        p->path[strcspn(p->path, "\n")] = 0;
+        cnt++;
+    }
+    fclose(f);
+    if (!m)
+        return errno = ENOMEM, -1;
+    *out = m;
+    *n = cnt;
+    return 0;
+}
+
+/* pread exactly len bytes at off. */
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t got = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+        if (got <= 0)
+            return -1;
+        done += (size_t)got;
+    }
+    return 0;
+}
+
+/* st_value of `sym` in symbol table sh (strings in strtab); 0 if absent. */
+static uint64_t find_in_symtab(int fd, const Elf64_Shdr *sh, const Elf64_Shdr *strtab, const char *sym)
+{
+    if (sh->sh_entsize != sizeof(Elf64_Sym) || sh->sh_size > (256u << 20) || strtab->sh_size > (256u << 20))
+        return 0;
+    size_t nsyms = sh->sh_size / sizeof(Elf64_Sym);
+    Elf64_Sym *syms = malloc(sh->sh_size ? sh->sh_size : 1);
+    char *str = malloc(strtab->sh_size + 1);
+    uint64_t val = 0;
+    if (syms && str && pread_all(fd, syms, sh->sh_size, sh->sh_offset) == 0 &&
+        pread_all(fd, str, strtab->sh_size, strtab->sh_offset) == 0) {
+        str[strtab->sh_size] = 0;
+        size_t symlen = strlen(sym);
+        for (size_t i = 0; i < nsyms && !val; i++)
+            if ((size_t)syms[i].st_name + symlen < strtab->sh_size && syms[i].st_shndx != SHN_UNDEF &&
+                ELF64_ST_TYPE(syms[i].st_info) == STT_OBJECT && !strcmp(str + syms[i].st_name, sym))
+                val = syms[i].st_value;
+    }
+    free(syms);
+    free(str);
+    return val;
+}
+
+/* The run-time address of `sym` in the ELF file `path`, mapped at `base`
+ * (the start of its mapping at file offset 0): its value plus the load
+ * bias (0 for a fixed-address executable).  0 when absent. */
+static uintptr_t elf_symbol(const char *path, uintptr_t base, const char *sym)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    uintptr_t addr = 0;
+    if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 4096 ||
+        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
+        goto out;
+    /* The bias: where the lowest PT_LOAD went, less where it asked to go. */
+    uint64_t lowest = UINT64_MAX;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        if (pread_all(fd, &ph, sizeof ph, eh.e_phoff + (uint64_t)i * sizeof ph) != 0)
+            goto out;
+        if (ph.p_type == PT_LOAD && (ph.p_vaddr & ~(uint64_t)4095) < lowest)
+            lowest = ph.p_vaddr & ~(uint64_t)4095;
+    }
+    if (lowest == UINT64_MAX)
+        goto out;
+    uintptr_t bias = eh.e_type == ET_EXEC ? 0 : base - (uintptr_t)lowest;
+    Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
+    if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff) != 0) {
+        free(sh);
+        goto out;
+    }
+    /* .dynsym first (a shared library's, always there), then .symtab. */
+    for (int pass = 0; pass < 2 && !addr; pass++)
+        for (unsigned i = 0; i < eh.e_shnum && !addr; i++) {
+            if (sh[i].sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) || sh[i].sh_link >= eh.e_shnum)
+                continue;
+            uint64_t v = find_in_symtab(fd, &sh[i], &sh[sh[i].sh_link], sym);
+            if (v)
+                addr = bias + (uintptr_t)v;
+        }
+    free(sh);
+out:
+    close(fd);
+    return addr;
+}
+
+/* Is there a valid root at addr?  Copies it into r->root. */
+static int root_valid(struct rmt *r, uintptr_t addr)
+{
+    struct sk_inspect root;
+    if (rmt_read(r, addr, &root, sizeof root) != 0)
+        return -1;
+    if (root.magic != SK_INSPECT_MAGIC)
+        return errno = ENOENT, -1;
+    r->root = root;
+    r->root_addr = addr;
+    return 0;
+}
+
+/* A stripped executable has no symbol table: look for the root's magic
+ * in the file-backed read-only and writable data mappings (it sits in
+ * .data.rel.ro).  Bounded by RMT_SCAN_MAX bytes. */
+static uintptr_t scan_for_root(struct rmt *r, const struct mapping *m, size_t n)
+{
+    size_t scanned = 0;
+    char *buf = malloc(1 << 20);
+    if (!buf)
+        return 0;
+    for (size_t i = 0; i < n && scanned < RMT_SCAN_MAX; i++) {
+        if (!m[i].inode || m[i].perms[0] != 'r' || m[i].perms[2] == 'x')
+            continue;
+        for (uintptr_t a = m[i].start; a < m[i].end && scanned < RMT_SCAN_MAX; a += 1 << 20) {
+            size_t len = m[i].end - a < (1u << 20) ? m[i].end - a : (1u << 20);
+            if (rmt_read(r, a, buf, len) != 0)
+                break;
+            scanned += len;
+            for (size_t o = 0; o + sizeof(struct sk_inspect) <= len; o += 8) {
+                uint64_t w;
+                memcpy(&w, buf + o, 8);
+                if (w == SK_INSPECT_MAGIC && root_valid(r, a + o) == 0) {
+                    free(buf);
+                    return a + o;
+                }
+            }
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static int is_zombie(pid_t pid)
+{
+    char name[64], buf[512];
+    snprintf(name, sizeof name, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(name, "r");
+    if (!f)
+        return 0;
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = 0;
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void comm_of(pid_t pid, char *out, size_t n)
+{
+    char name[64];
+    snprintf(name, sizeof name, "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(name, "r");
+    out[0] = 0;
+    if (f) {
+        if (fgets(out, (int)n, f))
+            out[strcspn(out, "\n")] = 0;
+        fclose(f);
+    }
+}
+
+struct rmt *rmt_open(pid_t pid, char *err, size_t errlen)
+{
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH) || is_zombie(pid)) {
+        snprintf(err, errlen, "no process %d (it has exited, or never was)", (int)pid);
+        return NULL;
+    }
+    struct rmt *r = calloc(1, sizeof *r);
+    struct mapping *m = NULL;
+    size_t n = 0;
+    if (!r)
+        return snprintf(err, errlen, "out of memory"), NULL;
+    r->pid = pid;
+    if (read_maps(pid, &m, &n) != 0) {
+        if (errno == EACCES || errno == EPERM)
+            explain_eperm(pid, err, errlen);
+        else
+            snprintf(err, errlen, "no process %d (cannot read /proc/%d/maps: %s)", (int)pid, (int)pid,
+                     strerror(errno));
+        free(r);
+        return NULL;
+    }
+    /* Each ELF object once, by its mapping at file offset 0: libraries
+     * named like slabkit first, then the rest (a static link). */
+    uintptr_t addr = 0;
+    int read_errno = 0;
+    for (int pass = 0; pass < 2 && !addr; pass++)
+        for (size_t i = 0; i < n && !addr; i++) {
+            if (m[i].offset != 0 || !m[i].inode || m[i].path[0] != '/')
+                continue;
+            if ((strstr(m[i].path, "slabkit") != NULL) != (pass == 0))
+                continue;
+            char path[600];
+            /* Through the process's root, so a container's files are its own. */
+            snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, m[i].path);
+            uintptr_t a = elf_symbol(path, m[i].start, "sk_inspect_root");
+            if (!a)
+                a = elf_symbol(m[i].path, m[i].start, "sk_inspect_root");
+            if (a && root_valid(r, a) == 0)
+                addr = a;
+            else if (a && (errno == EPERM || errno == ESRCH))
+                read_errno = errno;
+        }
+    /* read_errno set: the symbol is there but its memory may not be read. */
+    int scan_errno = 0;
+    if (!addr && !read_errno) {
+        addr = scan_for_root(r, m, n);
+        if (!addr && (errno == EPERM || errno == ESRCH))
+            scan_errno = errno;
+    }
+    free(m);
+    if (!addr) {
+        char comm[64];
+        comm_of(pid, comm, sizeof comm);
+        if (read_errno || scan_errno == ESRCH || (kill(pid, 0) != 0 && errno == ESRCH)) {
+            explain_read(r, read_errno ? read_errno : ESRCH, err, errlen);
+        } else if (scan_errno == EPERM) {
+            /* No symbol, and the search of a stripped executable was refused. */
+            char why[400];
+            explain_eperm(pid, why, sizeof why);
+            snprintf(err, errlen,
+                     "process %d (%s) does not use slabkit: no sk_inspect_root in its executable or libraries "
+                     "(if it is a stripped static program, its memory could not be searched: %s)",
+                     (int)pid, comm, why);
+        } else {
+            snprintf(err, errlen,
+                     "process %d (%s) does not use slabkit: no sk_inspect_root in its executable or "
+                     "libraries (run it with LD_PRELOAD=libslabkit.so.0 or link libslabkit.a)",
+                     (int)pid, comm);
+        }
+        free(r);
+        return NULL;
+    }
+    if (r->root.version != SK_INSPECT_VERSION || r->root.size != sizeof(struct sk_inspect) ||
+        r->root.layout != SK_INSPECT_LAYOUT) {
+        snprintf(err, errlen,
+                 "process %d uses another build of slabkit (inspect version %u, layout %016llx; this tool "
+                 "reads version %u, layout %016llx): use the slabinfo/slabtop built with its library",
+                 (int)pid, r->root.version, (unsigned long long)r->root.layout, SK_INSPECT_VERSION,
+                 (unsigned long long)SK_INSPECT_LAYOUT);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void rmt_close(struct rmt *r)
+{
+    free(r);
+}
+
+/* ---- the walk ---- */
+
+/* A slab descriptor of cache ca, or -1 (unreadable, or no longer a slab of
+ * it: the list changed under us). */
+static int read_slab(const struct rmt *r, uintptr_t pg, uintptr_t ca, struct sk_page *out)
+{
+    if (!pg || pg % 8 || rmt_read(r, pg, out, sizeof *out) != 0)
+        return -1;
+    if (!(out->flags & PG_SLAB) || (uintptr_t)out->slab.cache != ca)
+        return -1;
+    return 0;
+}
+
+static unsigned long slab_free_objs(const struct sk_page *pg)
+{
+    union slab_counters cnt = { .v = pg->slab.counters };
+    return cnt.inuse < cnt.objects ? (unsigned long)cnt.objects - cnt.inuse : 0;
+}
+
+/* Objects on a freelist chained through c's free pointers, from head, at
+ * most `bound`; *approx when the chain was cut short. */
+static unsigned long chain_len(const struct rmt *r, const struct slab_cache *c, uintptr_t head, unsigned long bound,
+                               int *approx)
+{
+    unsigned long n = 0;
+    for (uintptr_t o = head; o; n++) {
+        uintptr_t slot = o + c->offset, v;
+        if (n >= bound || rmt_read(r, slot, &v, sizeof v) != 0) {
+            *approx = 1;
+            break;
+        }
+        o = v ^ c->random ^ slot;
+    }
+    return n;
+}
+
+/* A list of slabs of cache ca linked by slab.next from head: free objects
+ * added to *free_objs, empty slabs to *empty; returns the slabs seen. */
+static unsigned long walk_slabs(const struct rmt *r, uintptr_t ca, uintptr_t head, unsigned long bound,
+                                unsigned long *free_objs, unsigned long *empty, int *approx)
+{
+    unsigned long n = 0;
+    for (uintptr_t pg = head; pg; n++) {
+        struct sk_page p;
+        if (n >= bound || read_slab(r, pg, ca, &p) != 0) {
+            *approx = 1;
+            break;
+        }
+        *free_objs += slab_free_objs(&p);
+        if (empty && ((union slab_counters){ .v = p.slab.counters }).inuse == 0)
+            (*empty)++;
+        pg = (uintptr_t)p.slab.next;
+    }
+    return n;
+}
+
+static uint64_t array_word(const struct rmt *r, uintptr_t arrays, int slot, int *approx)
+{
+    uint64_t w = 0;
+    if (rmt_read(r, arrays + ((uintptr_t)slot << CPU_ARRAY_SHIFT), &w, sizeof w) != 0)
+        *approx = 1;
+    return w;
+}
+
+/* slab_cache_info (src/slab/slab.c) done from outside, for the cache at
+ * ca whose struct is c.  -1 when its per-CPU state cannot be read. */
+static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache *c, int nr_ids,
+                      struct rmt_cache *out)
+{
+    struct sk_cache_info *info = &out->info;
+    int approx = 0;
+    memset(out, 0, sizeof *out);
+    snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof c->name, c->name);
+    info->object_size = c->object_size;
+    info->size = c->size;
+    info->align = c->align;
+    info->objs_per_slab = c->objects;
+    info->order = c->order;
+    info->reserved = c->reserved;
+    info->cpu_partial = c->cpu_partial;
+    info->array_capacity = c->array_cap;
+    info->batch = c->batch;
+
+    unsigned long num_slabs = 0;
+    for (int nid = 0; nid < MAX_NUMNODES; nid++)
+        num_slabs += c->node[nid].nr_slabs;
+    /* No list can hold more slabs than the cache has, plus what a racing
+     * allocation adds while we walk. */
+    unsigned long bound = num_slabs + 64;
+    unsigned long free_objs = 0, empty_slabs = 0;
+    uint64_t ops = 0, in = 0, out_b = 0, slow_pops = 0, slow_pushes = 0;
+    uintptr_t arrays = ca + offsetof(struct slab_cache, pcpu);
+
+    struct slab_cpu *cpus = NULL;
+    if (c->cpu) {
+        cpus = malloc((size_t)nr_ids * sizeof *cpus);
+        if (!cpus || rmt_read(r, (uintptr_t)c->cpu, cpus, (size_t)nr_ids * sizeof *cpus) != 0) {
+            free(cpus);
+            return -1;
+        }
+    }
+    for (int cpu = 0; cpu < nr_ids; cpu++) {
+        uint64_t w = array_word(r, arrays, cpu, &approx);
+        info->array_objs += w & CPU_ARRAY_COUNT;
+        ops += w >> 16;
+        if (!cpus)
+            continue;
+        const struct slab_cpu *sc = &cpus[cpu];
+        in += sc->batch_in;
+        out_b += sc->batch_out;
+        slow_pops += sc->slow_pops;
+        slow_pushes += sc->slow_pushes;
+        if (sc->slab) {
+            struct sk_page p;
+            if (read_slab(r, (uintptr_t)sc->slab, ca, &p) == 0)
+                free_objs += slab_free_objs(&p);
+            else
+                approx = 1;
+            free_objs += chain_len(r, c, (uintptr_t)sc->freelist, c->objects, &approx);
+        }
+        info->cpu_partial_slabs +=
+            walk_slabs(r, ca, (uintptr_t)sc->partial, bound, &free_objs, NULL, &approx);
+        for (int i = 0; i < SK_STAT_NR; i++)
+            info->stat[i] += sc->stat[i];
+    }
+    free(cpus);
+    uint64_t w = array_word(r, arrays, nr_ids, &approx);   /* the shared slot */
+    info->array_objs += w & CPU_ARRAY_COUNT;
+    ops += w >> 16;
+
+    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+        const struct slab_node *n = &c->node[nid];
+        if (c->mode == SLAB_MODE_CLASSIC) {
+            free_objs += n->classic.free_objects;
+            empty_slabs += n->classic.nr_free_slabs;
+            info->partial_slabs += n->classic.nr_partial_slabs;
+        }
+        walk_slabs(r, ca, (uintptr_t)n->partial, n->nr_partial + 64, &free_objs, &empty_slabs, &approx);
+        info->partial_slabs += n->nr_partial;
+        info->num_slabs += n->nr_slabs;
+        info->num_objs += n->total_objects;
+        info->barn_objs += n->barn.count;
+        info->barn_capacity += n->barn.cap;
+    }
+    free_objs += info->array_objs + info->barn_objs;
+    info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
+    uint64_t pushes = (ops + info->array_objs + out_b - in) / 2, pops = ops - pushes;
+    info->stat[SK_ALLOC_FASTPATH] = pops - slow_pops;
+    info->stat[SK_FREE_FASTPATH] = pushes - slow_pushes;
+    info->active_slabs = empty_slabs < info->num_slabs ? info->num_slabs - empty_slabs : 0;
+
+    if (c->slots) {   /* sheaves=0: SLUB's per-CPU freelists (slub_cpu_info) */
+        unsigned long fl_free = 0;
+        pops = pushes = 0;
+        for (int slot = 0; slot <= nr_ids; slot++) {
+            struct slub_slot s;
+            if (rmt_read(r, (uintptr_t)c->slots + (uintptr_t)slot * sizeof s, &s, sizeof s) != 0) {
+                approx = 1;
+                continue;
+            }
+            fl_free += chain_len(r, c, (uintptr_t)s.fl.head, c->objects, &approx);
+            if (s.fl.owner) {
+                struct sk_page p;
+                if (read_slab(r, (uintptr_t)s.fl.owner, ca, &p) == 0)
+                    fl_free += slab_free_objs(&p);
+            }
+            pops += s.fl.tid_pops >> 1;
+            pushes += s.fl.tid_pushes;
+        }
+        info->active_objs = info->active_objs > fl_free ? info->active_objs - fl_free : 0;
+        info->stat[SK_ALLOC_FASTPATH] = pops;
+        info->stat[SK_FREE_FASTPATH] = pushes;
+    }
+    out->approx = approx;
+    return 0;
+}
+
+static int read_totals(const struct rmt *r, int nr_ids, struct rmt_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    struct zone zones[MAX_NUMNODES];
+    struct pcp_set pcp;
+    if (rmt_read(r, (uintptr_t)r->root.zones, zones, sizeof zones) != 0 ||
+        rmt_read(r, (uintptr_t)r->root.pcp, &pcp, sizeof pcp) != 0 ||
+        rmt_read(r, (uintptr_t)r->root.vm_bytes, &t->reserved_bytes, sizeof t->reserved_bytes) != 0)
+        return -1;
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        t->managed_pages += zones[n].managed_pages;
+        t->free_pages += zones[n].free_pages;
+        t->resident_pages += zones[n].dirty_pages;
+        t->returned_pages += zones[n].purged_pages;
+    }
+    int approx = 0;
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        if (pcp.lists[o])
+            for (int slot = 0; slot <= nr_ids; slot++)
+                t->pcp_pages += (unsigned long)(array_word(r, (uintptr_t)pcp.lists[o], slot, &approx) &
+                                                CPU_ARRAY_COUNT)
+                                << o;
+    return 0;
+}
+
+static int snapshot_once(struct rmt *r, struct rmt_cache **caches, size_t *n, struct rmt_totals *t)
+{
+    int nr_ids;
+    uintptr_t ca;
+    *caches = NULL;
+    *n = 0;
+    if (rmt_read(r, (uintptr_t)r->root.nr_cpu_ids, &nr_ids, sizeof nr_ids) != 0 ||
+        rmt_read(r, (uintptr_t)r->root.caches, &ca, sizeof ca) != 0)
+        return -1;
+    if (nr_ids < 1 || nr_ids > CPU_MAX_IDS)
+        return errno = EPROTO, -1;
+    if (read_totals(r, nr_ids, t) != 0)
+        return -1;
+    size_t cap = 64, cnt = 0;
+    struct rmt_cache *out = malloc(cap * sizeof *out);
+    struct slab_cache *c = malloc(sizeof *c);
+    if (!out || !c)
+        goto fail;
+    for (; ca && cnt < RMT_MAX_CACHES; ca = (uintptr_t)c->next) {
+        if (ca % CACHE_LINE || rmt_read(r, ca, c, sizeof *c) != 0)
+            goto fail;
+        /* A cache being destroyed and recycled, seen half-way: start over. */
+        if (c->objects == 0 || c->order > SLAB_MAX_ORDER || c->size == 0)
+            goto changed;
+        if (cnt == cap) {
+            struct rmt_cache *no = realloc(out, 2 * cap * sizeof *out);
+            if (!no)
+                goto fail;
+            out = no;
+            cap *= 2;
+        }
+        if (cache_info(r, ca, c, nr_ids, &out[cnt]) != 0)
+            goto fail;
+        cnt++;
+    }
+    free(c);
+    *caches = out;
+    *n = cnt;
+    return 0;
+changed:
+    errno = EAGAIN;
+fail:
+    free(out);
+    free(c);
+    return -1;
+}
+
+int rmt_snapshot(struct rmt *r, struct rmt_cache **caches, size_t *n, struct rmt_totals *t, char *err,
+                 size_t errlen)
+{
+    for (int tries = 0; tries < 5; tries++) {
+        if (snapshot_once(r, caches, n, t) == 0)
+            return 0;
+        if (errno != EAGAIN && errno != EFAULT)
+            break;
+        if (kill(r->pid, 0) != 0 && errno == ESRCH)
+            break;
+    }
+    int e = errno;
+    if (kill(r->pid, 0) != 0 && errno == ESRCH)
+        e = ESRCH;
+    explain_read(r, e, err, errlen);
+    return -1;
+}
