@@ -20,8 +20,8 @@
  * count, site, age min/avg/max (ms), thread ids, CPUs and bytes.  A
  * program run with debug=U,slabinfo_at_exit=1 (or slabinfo_file=FILE)
  * writes the same sections after its exit-time slabinfo, and -r on that
- * FILE prints the cache's two sections.  Not read live (-p): the sites
- * are per object, inside the target's slabs.
+ * FILE prints the cache's two sections; with -p they are read live, out
+ * of the target's slabs (each object's track: tools/inspect/remote.c).
  *
  * Summary columns: Objects (active), Objsize (bytes asked for), Space
  * (bytes of all slabs), Slabs/Part/Cpu (slabs, on node partial lists, on
@@ -45,7 +45,7 @@ static void usage(FILE *out)
             "usage: slabinfo [WHERE] [-a] [--workload]  one line per cache in use (-a: every cache)\n"
             "       slabinfo [WHERE] -r NAME            full report of a cache (event counters,\n"
             "                                           per-CPU partial statistics; alloc_calls and\n"
-            "                                           free_calls under debug=U, not with -p);\n"
+            "                                           free_calls under debug=U);\n"
             "                                           -r may repeat\n"
             "       slabinfo [WHERE] --slabinfo         /proc/slabinfo version 2.1 format, totals\n"
             "       slabinfo -h                         this text\n"
@@ -339,10 +339,15 @@ int main(int argc, char **argv)
              * alloc_calls and free_calls: this process's, or the
              * sections of an exit report. */
             fflush(stdout);
-            if (file)
+            if (file) {
                 file_calls(file, reports[r]);
-            else if (!pid && sk_cache_calls(reports[r], 1) == 0)
+            } else if (pid) {
                 printf("\n");
+                if (source_calls(&src, reports[r], stdout, err, sizeof err) != 0)
+                    fprintf(stderr, "slabinfo: %s\n", err);
+            } else if (sk_cache_calls(reports[r], 1) == 0) {
+                printf("\n");
+            }
         }
         return rc;
     }

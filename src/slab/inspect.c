@@ -21,4 +21,5 @@ SK_API const struct sk_inspect sk_inspect_root = {
     .zones = page_zones,
     .pcp = &page_pcp,
     .vm_bytes = &vm_bytes,
+    .free_key = &slab_free_key,
 };

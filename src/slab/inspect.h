@@ -28,6 +28,7 @@
 #define SKI_MIX(h, v) ((((uint64_t)(h)) ^ (uint64_t)(v)) * 0x100000001b3ull)
 #define SKI_OFF(t, f) offsetof(struct t, f)
 #define SK_INSPECT_LAYOUT                                                                                      \
+    SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(                                          \
     SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(   \
     SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(   \
     SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(SKI_MIX(                         \
@@ -42,7 +43,9 @@
         SKI_OFF(slab_node, classic)), sizeof(struct sk_page)), SKI_OFF(sk_page, slab.counters)),            \
         sizeof(struct zone)), SKI_OFF(zone, managed_pages)), sizeof(struct pcp_set)),                       \
         sizeof(struct slub_slot)), CPU_ARRAY_SHIFT), SK_STAT_NR), MAX_NUMNODES), SLAB_NAME_LEN),           \
-        PCP_MAX_ORDER), CPU_MAX_IDS)
+        PCP_MAX_ORDER), CPU_MAX_IDS), SKI_OFF(slab_cache, flags)), SKI_OFF(slab_cache, kofs)),              \
+        SKI_OFF(slab_cache, track_off)), SKI_OFF(slab_cache, orig_off)), SKI_OFF(slab_cache, kmalloc)),     \
+        SKI_OFF(slab_node, full)), sizeof(struct debug_track)), SK_DEBUG_U)
 
 struct sk_inspect {
     uint64_t magic;                    /* SK_INSPECT_MAGIC */
@@ -54,6 +57,8 @@ struct sk_inspect {
     const struct zone *zones;          /* [MAX_NUMNODES] */
     const struct pcp_set *pcp;         /* per-CPU page lists */
     const size_t *vm_bytes;            /* address space reserved */
+    const uintptr_t *free_key;         /* slab_free_key: marks a free object
+                                        * (slub_debug's free_calls) */
 };
 
 extern const struct sk_inspect sk_inspect_root;

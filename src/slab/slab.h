@@ -188,7 +188,20 @@ long slab_leak_check_fd(int fd);
 /* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
 void slabinfo_write(int fd);
 
-/* ---- slub_debug (slab_debug.c, docs/slub_debug.md) ----
+/* ---- slub_debug (slab_debug.c, docs/slub_debug.md) ---- */
+
+/* U's record of an object's last alloc (TRACK_ALLOC) and free (TRACK_FREE),
+ * the two at c->track_off; here because tools/inspect reads them too. */
+#define TRACK_FRAMES 16           /* return addresses kept, slabkit's too */
+struct debug_track {
+    uint64_t ms;                  /* CLOCK_MONOTONIC ms; 0: never */
+    int32_t cpu, tid;
+    uint32_t nframes, unused;
+    void *frames[TRACK_FRAMES];
+};
+enum { TRACK_ALLOC, TRACK_FREE };
+
+/*
  * A cache with SK_DEBUG_* flags (debug= option, or sk_cache_create flags)
  * runs in SLAB_MODE_DEBUG: its per-CPU arrays keep capacity 0, so every
  * fast path falls through to the slow paths, which dispatch here on the

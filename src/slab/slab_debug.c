@@ -49,15 +49,6 @@
 #define RED_INACTIVE 0xbb         /* red zones of a free object */
 #define RED_ACTIVE 0xcc           /* of a live one */
 
-#define TRACK_FRAMES 16           /* return addresses kept, slabkit's too */
-
-struct debug_track {
-    uint64_t ms;                  /* CLOCK_MONOTONIC ms; 0: never */
-    int32_t cpu, tid;
-    uint32_t nframes, unused;
-    void *frames[TRACK_FRAMES];
-};
-enum { TRACK_ALLOC, TRACK_FREE };
 
 #define DBG(c, f) ((c)->flags & SK_DEBUG_##f)
 

@@ -9,13 +9,15 @@
 # from a global (never reported); it runs under LD_PRELOAD.  Then the
 # same program with debug=U,slabinfo_file=FILE: `slabinfo FILE -r
 # kmalloc-48` prints the cache's alloc_calls from that exit report, one
-# line per site with its count (issue 13 part 5).
+# line per site with its count (issue 13 part 5); and the same from the
+# live process: `slabinfo -p PID -r kmalloc-48` reads alloc_calls and
+# free_calls out of a running program's slabs (tools/inspect).
 set -u
 . "$(dirname "$0")/programs.sh"
 in_workdir leaksites
 CC=${CC:-cc}
 command -v "$CC" >/dev/null 2>&1 || { echo "1..0 # SKIP no C compiler"; exit 0; }
-echo "1..9"
+echo "1..11"
 cat >leaky.c <<'C'
 #include <stdlib.h>
 #include <string.h>
@@ -68,4 +70,57 @@ grep -q '^alloc_calls kmalloc-48:$' calls &&
     grep -Eq '^ +3 leaky_three\+0x[0-9a-f]+/0x[0-9a-f]+ age=[0-9]+/[0-9]+/[0-9]+ pid=[0-9]+ cpus=[0-9,-]+ bytes=144$' calls &&
     grep -Eq '^ +1 kept\+0x[0-9a-f]+/0x[0-9a-f]+ age=' calls
 ok $? "its -r kmalloc-48 lists alloc_calls: leaky_three 3 objects (144 bytes), kept 1"
+
+# Live: a program that allocates five 40-byte objects in make_conns, frees
+# two in drop_two and waits on a fifo (it lets any process of its user
+# read it, for Yama's ptrace_scope 1).
+cat >hold.c <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+void *keep[8];
+__attribute__((noinline)) void make_conns(void)
+{
+    for (int i = 0; i < 5; i++) {
+        keep[i] = malloc(40);
+        memset(keep[i], 'C', 40);
+    }
+}
+__attribute__((noinline)) void drop_two(void)
+{
+    free(keep[0]);
+    free(keep[1]);
+    keep[0] = keep[1] = 0;
+}
+int main(void)
+{
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    make_conns();
+    drop_two();
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    char b;
+    return read(0, &b, 1) < 0;
+}
+C
+"$CC" -O1 -g -rdynamic -o hold hold.c 2>>cc.err && mkfifo fifo || echo "# no hold program"
+env LD_PRELOAD="$LIB" SLABKIT_OPTIONS=debug=U ./hold <fifo >hold.out 2>hold.err &
+HOLD=$!
+exec 7>fifo
+i=0
+while ! grep -q '^ready' hold.out 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+"$B/tools/slabinfo" -p "$HOLD" -r kmalloc-48 >live 2>live.err
+ok $? "slabinfo -p reads the running program's kmalloc-48 report"
+awk '/^alloc_calls kmalloc-48:$/ { s = "a"; next } /^free_calls kmalloc-48:$/ { s = "f"; next }
+     s == "a" && $1 == 3 && $2 ~ /^make_conns\+0x[0-9a-f]+\/0x[0-9a-f]+$/ && / bytes=120$/ { a = 1 }
+     s == "f" && $2 ~ /^drop_two\+0x/ { f += $1 }
+     END { exit !(a && f == 2) }' live
+rc=$?
+ok $rc "live alloc_calls: make_conns 3 objects (120 bytes); free_calls: drop_two 2"
+[ $rc = 0 ] || { show live 60; show live.err 5; }
+echo x >&7
+exec 7>&-
+wait "$HOLD"
 

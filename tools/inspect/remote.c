@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inspect/remote.h"
@@ -681,3 +682,289 @@ int rmt_snapshot(struct rmt *r, struct rmt_cache **caches, size_t *n, struct rmt
     explain_read(r, e, err, errlen);
     return -1;
 }
+
+/* ---- slub_debug's alloc_calls and free_calls (debug=U) ---- */
+
+/* An ELF symbol covering a run-time address: "name+0xoff/0xsize", else
+ * "module+0xoff" (what addr2line -e module takes), as the process's own
+ * report would print the site. */
+struct symfile {
+    char path[512];
+    uintptr_t bias;
+    Elf64_Sym *syms;
+    char *str;
+    size_t nsyms, strsize;
+};
+
+static void symfile_load(struct symfile *f, const char *path, uintptr_t base)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    Elf64_Ehdr eh;
+    Elf64_Shdr *sh = NULL;
+    if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
+        eh.e_shnum > 4096 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
+        goto out;
+    uint64_t lowest = UINT64_MAX;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        if (pread_all(fd, &ph, sizeof ph, eh.e_phoff + (uint64_t)i * sizeof ph) != 0)
+            goto out;
+        if (ph.p_type == PT_LOAD && (ph.p_vaddr & ~(uint64_t)4095) < lowest)
+            lowest = ph.p_vaddr & ~(uint64_t)4095;
+    }
+    if (lowest == UINT64_MAX)
+        goto out;
+    f->bias = eh.e_type == ET_EXEC ? 0 : base - (uintptr_t)lowest;
+    sh = malloc((size_t)eh.e_shnum * sizeof *sh);
+    if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff) != 0)
+        goto out;
+    /* .symtab when there is one (more names), else .dynsym. */
+    for (int pass = 0; pass < 2 && !f->syms; pass++)
+        for (unsigned i = 0; i < eh.e_shnum && !f->syms; i++) {
+            const Elf64_Shdr *t = &sh[i], *st;
+            if (t->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || t->sh_link >= eh.e_shnum ||
+                t->sh_entsize != sizeof(Elf64_Sym) || t->sh_size > (256u << 20))
+                continue;
+            st = &sh[t->sh_link];
+            if (st->sh_size > (256u << 20))
+                continue;
+            f->syms = malloc(t->sh_size ? t->sh_size : 1);
+            f->str = malloc(st->sh_size + 1);
+            if (!f->syms || !f->str || pread_all(fd, f->syms, t->sh_size, t->sh_offset) != 0 ||
+                pread_all(fd, f->str, st->sh_size, st->sh_offset) != 0) {
+                free(f->syms);
+                free(f->str);
+                f->syms = NULL;
+                f->str = NULL;
+                continue;
+            }
+            f->str[st->sh_size] = 0;
+            f->strsize = st->sh_size;
+            f->nsyms = t->sh_size / sizeof(Elf64_Sym);
+        }
+out:
+    free(sh);
+    close(fd);
+}
+
+static void symfile_name(const struct symfile *f, uintptr_t addr, uintptr_t modbase, char *buf, size_t n)
+{
+    uintptr_t look = addr - 1;   /* a return address: inside its call */
+    const Elf64_Sym *best = NULL;
+    for (size_t i = 0; i < f->nsyms; i++) {
+        const Elf64_Sym *y = &f->syms[i];
+        if (ELF64_ST_TYPE(y->st_info) != STT_FUNC || y->st_shndx == SHN_UNDEF || y->st_name >= f->strsize)
+            continue;
+        uintptr_t lo = f->bias + (uintptr_t)y->st_value;
+        if (look >= lo && look < lo + (y->st_size ? y->st_size : 1) && (!best || y->st_size))
+            best = y;
+    }
+    if (best && f->str[best->st_name])
+        snprintf(buf, n, "%s+0x%lx/0x%lx", f->str + best->st_name,
+                 (unsigned long)(addr - f->bias - (uintptr_t)best->st_value), (unsigned long)best->st_size);
+    else
+        snprintf(buf, n, "%s+0x%lx", f->path, (unsigned long)(look - modbase));
+}
+
+struct call_site {
+    uintptr_t site;
+    unsigned long count, bytes;
+    uint64_t sum_age, min_age, max_age;
+    int min_pid, max_pid;
+    uint64_t cpus[4];
+};
+
+static int site_cmp(const void *a, const void *b)
+{
+    const struct call_site *x = a, *y = b;
+    return x->count < y->count ? 1 : x->count > y->count ? -1 : (x->site > y->site) - (x->site < y->site);
+}
+
+/* The mapping (index) holding addr, or -1. */
+static long map_of(const struct mapping *m, size_t n, uintptr_t addr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (addr >= m[i].start && addr < m[i].end)
+            return (long)i;
+    return -1;
+}
+
+/* Where the file of mapping i starts (its mapping at offset 0). */
+static uintptr_t map_base(const struct mapping *m, size_t n, size_t i)
+{
+    for (size_t k = 0; k < n; k++)
+        if (m[k].inode == m[i].inode && !strcmp(m[k].path, m[i].path) && m[k].offset == 0)
+            return m[k].start;
+    return m[i].start - m[i].offset;
+}
+
+static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t ca, int which, uintptr_t key,
+                      const struct mapping *maps, size_t nmaps, long own, FILE *out)
+{
+    fprintf(out, "%s %s:\n", which == TRACK_ALLOC ? "alloc_calls" : "free_calls", c->name);
+    size_t cap = 64, nsites = 0;
+    struct call_site *sites = calloc(cap, sizeof *sites);
+    size_t slab_bytes = ((size_t)SK_PAGE_SIZE << c->order) - c->reserved;
+    char *mem = malloc(slab_bytes);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    const struct slab_node *n = &c->node[0];
+    unsigned long bound = n->nr_slabs + 64;
+    for (int list = 0; list < 2 && sites && mem; list++) {
+        unsigned long k = 0;
+        for (uintptr_t pg = (uintptr_t)(list ? n->full : n->partial); pg && k < bound; k++) {
+            struct sk_page p;
+            if (read_slab(r, pg, ca, &p) != 0)
+                break;   /* the list changed under us: what was read stands */
+            pg = (uintptr_t)p.slab.next;
+            size_t len = (size_t)c->objects * c->size;
+            if (len > slab_bytes || rmt_read(r, (uintptr_t)p.slab.s_mem, mem, len) != 0)
+                continue;
+            for (unsigned i = 0; i < c->objects; i++) {
+                char *obj = mem + (size_t)i * c->size;
+                uintptr_t mark;
+                memcpy(&mark, obj + c->kofs, sizeof mark);
+                if (which == TRACK_ALLOC ? mark != 0 : mark != key)
+                    continue;
+                struct debug_track t;
+                memcpy(&t, obj + c->track_off + (size_t)which * sizeof t, sizeof t);
+                if (!t.ms || t.nframes > TRACK_FRAMES)
+                    continue;
+                /* slabkit's own frames first: skipped, unless all are. */
+                unsigned skip = 0;
+                while (skip < t.nframes && own >= 0 && map_of(maps, nmaps, (uintptr_t)t.frames[skip]) >= 0 &&
+                       !strcmp(maps[map_of(maps, nmaps, (uintptr_t)t.frames[skip])].path, maps[own].path))
+                    skip++;
+                if (skip == t.nframes)
+                    skip = 0;
+                uintptr_t site = t.nframes ? (uintptr_t)t.frames[skip] : 0;
+                size_t s = 0;
+                while (s < nsites && sites[s].site != site)
+                    s++;
+                if (s == nsites) {
+                    if (nsites == cap) {
+                        struct call_site *ns = realloc(sites, 2 * cap * sizeof *ns);
+                        if (!ns)
+                            continue;
+                        sites = ns;
+                        cap *= 2;
+                    }
+                    memset(&sites[s], 0, sizeof sites[s]);
+                    sites[s].site = site;
+                    sites[s].min_age = UINT64_MAX;
+                    sites[s].min_pid = INT32_MAX;
+                    sites[s].max_pid = INT32_MIN;
+                    nsites++;
+                }
+                struct call_site *l = &sites[s];
+                uint64_t age = now > t.ms ? now - t.ms : 0;
+                uint32_t orig;
+                memcpy(&orig, obj + c->orig_off, sizeof orig);
+                l->count++;
+                if (which == TRACK_ALLOC)
+                    l->bytes += c->kmalloc && orig ? orig : c->object_size;
+                l->sum_age += age;
+                l->min_age = age < l->min_age ? age : l->min_age;
+                l->max_age = age > l->max_age ? age : l->max_age;
+                l->min_pid = t.tid < l->min_pid ? t.tid : l->min_pid;
+                l->max_pid = t.tid > l->max_pid ? t.tid : l->max_pid;
+                if (t.cpu >= 0 && t.cpu < 256)
+                    l->cpus[t.cpu / 64] |= 1ull << (t.cpu % 64);
+            }
+        }
+    }
+    if (sites)
+        qsort(sites, nsites, sizeof *sites, site_cmp);
+    if (!nsites)
+        fprintf(out, "No data\n");
+    for (size_t i = 0; i < nsites; i++) {
+        struct call_site *l = &sites[i];
+        char site[700] = "<no stack>", cpus[200] = "";
+        long mi = l->site ? map_of(maps, nmaps, l->site - 1) : -1;
+        if (mi >= 0) {
+            struct symfile f;
+            uintptr_t base = map_base(maps, nmaps, (size_t)mi);
+            symfile_load(&f, maps[mi].path, base);
+            symfile_name(&f, l->site, base, site, sizeof site);
+            free(f.syms);
+            free(f.str);
+        } else if (l->site) {
+            snprintf(site, sizeof site, "0x%lx", (unsigned long)l->site);
+        }
+        size_t cn = 0;
+        for (int c0 = 0; c0 < 256 && cn < sizeof cpus; c0++) {
+            if (!(l->cpus[c0 / 64] >> (c0 % 64) & 1))
+                continue;
+            int j = c0;
+            while (j + 1 < 256 && (l->cpus[(j + 1) / 64] >> ((j + 1) % 64) & 1))
+                j++;
+            cn += (size_t)snprintf(cpus + cn, sizeof cpus - cn, j > c0 ? "%s%d-%d" : "%s%d", cn ? "," : "", c0, j);
+            c0 = j;
+        }
+        char age[80], pid[40];
+        if (l->min_age == l->max_age)
+            snprintf(age, sizeof age, "age=%lu", (unsigned long)l->min_age);
+        else
+            snprintf(age, sizeof age, "age=%lu/%lu/%lu", (unsigned long)l->min_age,
+                     (unsigned long)(l->sum_age / l->count), (unsigned long)l->max_age);
+        if (l->min_pid == l->max_pid)
+            snprintf(pid, sizeof pid, "pid=%d", l->min_pid);
+        else
+            snprintf(pid, sizeof pid, "pid=%d-%d", l->min_pid, l->max_pid);
+        if (which == TRACK_ALLOC)
+            fprintf(out, "%7lu %s %s %s cpus=%s bytes=%lu\n", l->count, site, age, pid, cpus, l->bytes);
+        else
+            fprintf(out, "%7lu %s %s %s cpus=%s\n", l->count, site, age, pid, cpus);
+    }
+    free(sites);
+    free(mem);
+}
+
+int rmt_calls(struct rmt *r, const char *name, FILE *out, char *err, size_t errlen)
+{
+    uintptr_t ca, key = 0;
+    struct slab_cache *c = malloc(sizeof *c);
+    if (!c || rmt_read(r, (uintptr_t)r->root.caches, &ca, sizeof ca) != 0 ||
+        rmt_read(r, (uintptr_t)r->root.free_key, &key, sizeof key) != 0) {
+        free(c);
+        explain_read(r, errno, err, errlen);
+        return -1;
+    }
+    size_t k = 0;
+    for (; ca && k < RMT_MAX_CACHES; ca = (uintptr_t)c->next, k++) {
+        if (ca % CACHE_LINE || rmt_read(r, ca, c, sizeof *c) != 0) {
+            free(c);
+            explain_read(r, errno, err, errlen);
+            return -1;
+        }
+        if (!strncmp(c->name, name, sizeof c->name))
+            break;
+    }
+    if (!ca || k == RMT_MAX_CACHES) {
+        free(c);
+        snprintf(err, errlen, "no cache named '%s' in process %d", name, (int)r->pid);
+        return -1;
+    }
+    if (c->mode != SLAB_MODE_DEBUG || !(c->flags & SK_DEBUG_U)) {
+        fprintf(out, "alloc_calls %s:\nNo data\nfree_calls %s:\nNo data\n", c->name, c->name);
+        free(c);
+        return 0;
+    }
+    struct mapping *maps = NULL;
+    size_t nmaps = 0;
+    if (read_maps(r->pid, &maps, &nmaps) != 0)
+        nmaps = 0;
+    long own = maps ? map_of(maps, nmaps, r->root_addr) : -1;
+    calls_one(r, c, ca, TRACK_ALLOC, key, maps, nmaps, own, out);
+    calls_one(r, c, ca, TRACK_FREE, key, maps, nmaps, own, out);
+    free(maps);
+    free(c);
+    return 0;
+}
+

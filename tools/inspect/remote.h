@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "slabkit.h"
@@ -45,5 +46,11 @@ struct rmt_totals {
  * or its memory could not be read). */
 int rmt_snapshot(struct rmt *r, struct rmt_cache **caches, size_t *n, struct rmt_totals *t, char *err,
                  size_t errlen);
+
+/* slub_debug's alloc_calls and free_calls (debug=U) of the cache called
+ * name, read from its slabs, written to out in the kernel's format (as
+ * slabinfo -r shows them for its own process): 0, or -1 with a reason in
+ * err (no such cache, or the process could not be read). */
+int rmt_calls(struct rmt *r, const char *name, FILE *out, char *err, size_t errlen);
 
 #endif

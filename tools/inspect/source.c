@@ -221,3 +221,12 @@ void source_print_totals(struct source *s, FILE *out)
         fprintf(stderr, "slabinfo: %zu caches changed while they were read: their counts may be off by a slab\n",
                 s->approx);
 }
+
+int source_calls(struct source *s, const char *name, FILE *out, char *err, size_t errlen)
+{
+    if (s->kind != SOURCE_PID || !s->rmt) {
+        snprintf(err, errlen, "alloc_calls are read from a live process (-p) only here");
+        return -1;
+    }
+    return rmt_calls(s->rmt, name, out, err, errlen);
+}

@@ -39,5 +39,8 @@ int source_info(struct source *s, const char *name, struct sk_cache_info *info);
 /* /proc/slabinfo text, then the totals line when known. */
 void source_print_slabinfo(struct source *s, FILE *out);
 void source_print_totals(struct source *s, FILE *out);
+/* slub_debug's alloc_calls and free_calls of cache name (a live process
+ * only: rmt_calls): 0, or -1 with a reason in err. */
+int source_calls(struct source *s, const char *name, FILE *out, char *err, size_t errlen);
 
 #endif
