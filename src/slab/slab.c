@@ -757,38 +757,27 @@ int slab_shrink(struct slab_cache *c)
 
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
 {
-    memset(info, 0, sizeof *info);
-    snprintf(info->name, sizeof info->name, "%s", c->name);
-    info->object_size = c->object_size;
-    info->size = c->size;
-    info->align = c->align;
-    info->objs_per_slab = c->objects;
-    info->order = c->order;
-    info->reserved = c->reserved;
-    info->cpu_partial = c->cpu_partial;
-    info->array_capacity = c->array_cap;
-    info->batch = c->batch;
-    unsigned long free_objs = 0, empty_slabs = 0;
-    uint64_t ops = 0, in = 0, out = 0, slow_pops = 0, slow_pushes = 0;
+    slab_info_fixed(c, info);
+    struct slab_info_counts k = { 0 };
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         info->array_objs += cpu_array_count(slab_arrays(c), cpu);
-        ops += cpu_array_ops(slab_arrays(c), cpu);
-        in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
-        out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
-        slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
-        slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
+        k.ops += cpu_array_ops(slab_arrays(c), cpu);
+        k.batch_in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
+        k.batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
+        k.slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
+        k.slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
         lock_acquire(&sc->lock);
         if (sc->slab) {
             /* Its private freelist, and what others freed into it since. */
             union slab_counters cnt = { .v = slab_counters(sc->slab) };
-            free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
             for (void *o = sc->freelist; o; o = get_fp(c, o))
-                free_objs++;
+                k.free_objs++;
         }
         for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };
-            free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
             info->cpu_partial_slabs++;
         }
         for (int i = 0; i < SK_STAT_NR; i++)
@@ -797,17 +786,17 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */
     info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
-    ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+    k.ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC)
-            slab_classic_node_info(c, n, info, &free_objs, &empty_slabs);
+            slab_classic_node_info(c, n, info, &k.free_objs, &k.empty_slabs);
         lock_acquire(&n->list_lock);
         for (struct sk_page *pg = n->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };
-            free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
             if (cnt.inuse == 0)
-                empty_slabs++;
+                k.empty_slabs++;
         }
         info->partial_slabs += n->nr_partial;
         info->num_slabs += __atomic_load_n(&n->nr_slabs, __ATOMIC_RELAXED);
@@ -816,16 +805,7 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->barn_objs += __atomic_load_n(&n->barn.count, __ATOMIC_RELAXED);
         info->barn_capacity += n->barn.cap;   /* only node 0 has a barn */
     }
-    free_objs += info->array_objs + info->barn_objs;
-    info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
-    /* Fast paths count nothing themselves: every single pop or push bumps
-     * its array's ops in the same commit that moves count (src/cpu).  With
-     * pushes - pops = objects in arrays - batch in + batch out, and
-     * pushes + pops = ops, both follow (exact when quiescent). */
-    uint64_t pushes = (ops + info->array_objs + out - in) / 2, pops = ops - pushes;
-    info->stat[SK_ALLOC_FASTPATH] = pops - slow_pops;
-    info->stat[SK_FREE_FASTPATH] = pushes - slow_pushes;
-    info->active_slabs = info->num_slabs - empty_slabs;
+    slab_info_derive(info, &k);
     if (c->slots)
         slub_cpu_info(c, info);
 }

@@ -18,6 +18,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "cpu/cpu.h"
 #include "lock/lock.h"
@@ -164,6 +166,43 @@ void slab_free_slow(struct slab_cache *c, void *obj);
 int slab_shrink(struct slab_cache *c);
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
+
+/* slab_cache_info's two ends, shared with tools/inspect (which reads the
+ * same structs out of another process): the cache's fixed fields, then
+ * what follows from the counts gathered in between.  The fast paths count
+ * nothing themselves: every pop or push bumps its array's ops in the same
+ * commit that moves count (src/cpu), so with pushes - pops = objects in
+ * arrays - batch in + batch out and pushes + pops = ops, both follow
+ * (exact when quiescent). */
+static inline void slab_info_fixed(const struct slab_cache *c, struct sk_cache_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof c->name, c->name);
+    info->object_size = c->object_size;
+    info->size = c->size;
+    info->align = c->align;
+    info->objs_per_slab = c->objects;
+    info->order = c->order;
+    info->reserved = c->reserved;
+    info->cpu_partial = c->cpu_partial;
+    info->array_capacity = c->array_cap;
+    info->batch = c->batch;
+}
+
+struct slab_info_counts {
+    unsigned long free_objs, empty_slabs;   /* on slabs, freelists: not arrays or barn */
+    uint64_t ops, batch_in, batch_out, slow_pops, slow_pushes;
+};
+
+static inline void slab_info_derive(struct sk_cache_info *info, const struct slab_info_counts *k)
+{
+    unsigned long free_objs = k->free_objs + info->array_objs + info->barn_objs;
+    info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
+    uint64_t pushes = (k->ops + info->array_objs + k->batch_out - k->batch_in) / 2, pops = k->ops - pushes;
+    info->stat[SK_ALLOC_FASTPATH] = pops - k->slow_pops;
+    info->stat[SK_FREE_FASTPATH] = pushes - k->slow_pushes;
+    info->active_slabs = k->empty_slabs < info->num_slabs ? info->num_slabs - k->empty_slabs : 0;
+}
 /* The list of caches, unlocked: only for a single-threaded walk (the fork
  * child); everyone else uses slab_for_each_cache, which holds cache_lock
  * (sk_cache_destroy unlinks and recycles caches under it). */

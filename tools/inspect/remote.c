@@ -488,16 +488,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
     struct sk_cache_info *info = &out->info;
     int approx = 0;
     memset(out, 0, sizeof *out);
-    snprintf(info->name, sizeof info->name, "%.*s", (int)sizeof c->name, c->name);
-    info->object_size = c->object_size;
-    info->size = c->size;
-    info->align = c->align;
-    info->objs_per_slab = c->objects;
-    info->order = c->order;
-    info->reserved = c->reserved;
-    info->cpu_partial = c->cpu_partial;
-    info->array_capacity = c->array_cap;
-    info->batch = c->batch;
+    slab_info_fixed(c, info);
 
     unsigned long num_slabs = 0;
     for (int nid = 0; nid < MAX_NUMNODES; nid++)
@@ -505,8 +496,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
     /* No list can hold more slabs than the cache has, plus what a racing
      * allocation adds while we walk. */
     unsigned long bound = num_slabs + 64;
-    unsigned long free_objs = 0, empty_slabs = 0;
-    uint64_t ops = 0, in = 0, out_b = 0, slow_pops = 0, slow_pushes = 0;
+    struct slab_info_counts k = { 0 };
     uintptr_t arrays = ca + offsetof(struct slab_cache, pcpu);
 
     struct slab_cpu *cpus = NULL;
@@ -520,56 +510,51 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
     for (int cpu = 0; cpu < nr_ids; cpu++) {
         uint64_t w = array_word(r, arrays, cpu, &approx);
         info->array_objs += w & CPU_ARRAY_COUNT;
-        ops += w >> 16;
+        k.ops += w >> 16;
         if (!cpus)
             continue;
         const struct slab_cpu *sc = &cpus[cpu];
-        in += sc->batch_in;
-        out_b += sc->batch_out;
-        slow_pops += sc->slow_pops;
-        slow_pushes += sc->slow_pushes;
+        k.batch_in += sc->batch_in;
+        k.batch_out += sc->batch_out;
+        k.slow_pops += sc->slow_pops;
+        k.slow_pushes += sc->slow_pushes;
         if (sc->slab) {
             struct sk_page p;
             if (read_slab(r, (uintptr_t)sc->slab, ca, &p) == 0)
-                free_objs += slab_free_objs(&p);
+                k.free_objs += slab_free_objs(&p);
             else
                 approx = 1;
-            free_objs += chain_len(r, c, (uintptr_t)sc->freelist, c->objects, &approx);
+            k.free_objs += chain_len(r, c, (uintptr_t)sc->freelist, c->objects, &approx);
         }
         info->cpu_partial_slabs +=
-            walk_slabs(r, ca, (uintptr_t)sc->partial, bound, &free_objs, NULL, &approx);
+            walk_slabs(r, ca, (uintptr_t)sc->partial, bound, &k.free_objs, NULL, &approx);
         for (int i = 0; i < SK_STAT_NR; i++)
             info->stat[i] += sc->stat[i];
     }
     free(cpus);
     uint64_t w = array_word(r, arrays, nr_ids, &approx);   /* the shared slot */
     info->array_objs += w & CPU_ARRAY_COUNT;
-    ops += w >> 16;
+    k.ops += w >> 16;
 
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         const struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC) {
-            free_objs += n->classic.free_objects;
-            empty_slabs += n->classic.nr_free_slabs;
+            k.free_objs += n->classic.free_objects;
+            k.empty_slabs += n->classic.nr_free_slabs;
             info->partial_slabs += n->classic.nr_partial_slabs;
         }
-        walk_slabs(r, ca, (uintptr_t)n->partial, n->nr_partial + 64, &free_objs, &empty_slabs, &approx);
+        walk_slabs(r, ca, (uintptr_t)n->partial, n->nr_partial + 64, &k.free_objs, &k.empty_slabs, &approx);
         info->partial_slabs += n->nr_partial;
         info->num_slabs += n->nr_slabs;
         info->num_objs += n->total_objects;
         info->barn_objs += n->barn.count;
         info->barn_capacity += n->barn.cap;
     }
-    free_objs += info->array_objs + info->barn_objs;
-    info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
-    uint64_t pushes = (ops + info->array_objs + out_b - in) / 2, pops = ops - pushes;
-    info->stat[SK_ALLOC_FASTPATH] = pops - slow_pops;
-    info->stat[SK_FREE_FASTPATH] = pushes - slow_pushes;
-    info->active_slabs = empty_slabs < info->num_slabs ? info->num_slabs - empty_slabs : 0;
+    slab_info_derive(info, &k);
 
     if (c->slots) {   /* sheaves=0: SLUB's per-CPU freelists (slub_cpu_info) */
         unsigned long fl_free = 0;
-        pops = pushes = 0;
+        uint64_t pops = 0, pushes = 0;
         for (int slot = 0; slot <= nr_ids; slot++) {
             struct slub_slot s;
             if (rmt_read(r, (uintptr_t)c->slots + (uintptr_t)slot * sizeof s, &s, sizeof s) != 0) {
