@@ -39,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "slab/calls.h"
 #include "slab/report.h"
 #include "slab/slab_internal.h"
 
@@ -584,16 +585,6 @@ struct call_rec {
     uint64_t ms;
 };
 
-/* One call site: the kernel's struct location. */
-struct call_loc {
-    void *site;
-    unsigned long count, bytes;
-    uint64_t sum_age, min_age, max_age;
-    int min_pid, max_pid;
-    uint64_t cpus[4];             /* CPUs 0..255 */
-};
-
-#define LOC_MAX 4096
 
 /* Copy the tracks of live (alloc) or free objects of c's slabs into recs
  * (at most max); list_lock is held only for the copy. */
@@ -624,102 +615,28 @@ static size_t collect(struct slab_cache *c, int which, struct call_rec *recs, si
     return k;
 }
 
-static struct call_loc *loc_find(struct call_loc *locs, size_t *nlocs, void *site)
-{
-    size_t h = ((uintptr_t)site >> 2) * 0x9E3779B97F4A7C15ull >> 52;    /* 12 bits */
-    for (size_t i = 0; i < LOC_MAX; i++) {
-        struct call_loc *l = &locs[(h + i) % LOC_MAX];
-        if (l->site == site)
-            return l;
-        if (!l->site) {
-            if (*nlocs + 1 >= LOC_MAX)
-                return NULL;
-            (*nlocs)++;
-            l->site = site;
-            l->min_age = UINT64_MAX;
-            l->min_pid = INT32_MAX;
-            return l;
-        }
-    }
-    return NULL;
-}
-
-/* "0-3,5" for a CPU set. */
-static void cpu_list(const uint64_t *set, char *buf, size_t size)
-{
-    size_t n = 0;
-    buf[0] = 0;
-    for (int i = 0; i < 256 && n < size; i++) {
-        if (!(set[i / 64] >> (i % 64) & 1))
-            continue;
-        int j = i;
-        while (j + 1 < 256 && (set[(j + 1) / 64] >> ((j + 1) % 64) & 1))
-            j++;
-        n += (size_t)snprintf(buf + n, size - n, j > i ? "%s%d-%d" : "%s%d", n ? "," : "", i, j);
-        i = j;
-    }
-}
-
 static void calls_write_one(struct slab_cache *c, int which, int fd, struct call_rec *recs, size_t max,
                             struct call_loc *locs)
 {
     os_printf(fd, "%s %s:\n", which == TRACK_ALLOC ? "alloc_calls" : "free_calls", c->name);
-    size_t nrec = collect(c, which, recs, max), nlocs = 0;
-    memset(locs, 0, LOC_MAX * sizeof *locs);
+    size_t nrec = collect(c, which, recs, max);
+    memset(locs, 0, CALLS_MAX * sizeof *locs);
     uint64_t now = os_now_ns() / 1000000;
     for (size_t k = 0; k < nrec; k++) {
         struct call_rec *r = &recs[k];
         int skip = report_skip_allocator(r->frames, (int)r->nframes);
-        struct call_loc *l = loc_find(locs, &nlocs, r->nframes ? r->frames[skip] : NULL);
-        if (!l)
-            continue;
-        uint64_t age = now > r->ms ? now - r->ms : 0;
-        l->count++;
-        l->bytes += r->bytes;
-        l->sum_age += age;
-        l->min_age = age < l->min_age ? age : l->min_age;
-        l->max_age = age > l->max_age ? age : l->max_age;
-        l->min_pid = r->tid < l->min_pid ? r->tid : l->min_pid;
-        l->max_pid = r->tid > l->max_pid ? r->tid : l->max_pid;
-        if (r->cpu >= 0 && r->cpu < 256)
-            l->cpus[r->cpu / 64] |= 1ull << (r->cpu % 64);
+        calls_add(locs, r->nframes ? (uintptr_t)r->frames[skip] : 0, now > r->ms ? now - r->ms : 0, r->tid, r->cpu,
+                  r->bytes);
     }
-    /* Compact, then most objects first (an insertion sort: no qsort, which
-     * may allocate). */
-    size_t m = 0;
-    for (size_t i = 0; i < LOC_MAX; i++)
-        if (locs[i].site)
-            locs[m++] = locs[i];
-    for (size_t i = 1; i < m; i++) {
-        struct call_loc x = locs[i];
-        size_t j = i;
-        for (; j > 0 && locs[j - 1].count < x.count; j--)
-            locs[j] = locs[j - 1];
-        locs[j] = x;
-    }
+    size_t m = calls_sort(locs);
     if (!m)
         os_printf(fd, "No data\n");
     for (size_t i = 0; i < m; i++) {
-        struct call_loc *l = &locs[i];
-        char site[320], age[80], pid[40], cpus[200];
-        if (l->site == NULL)
-            snprintf(site, sizeof site, "<no stack>");
-        else
-            report_format_site(site, sizeof site, l->site);
-        if (l->min_age == l->max_age)
-            snprintf(age, sizeof age, "age=%lu", (unsigned long)l->min_age);
-        else
-            snprintf(age, sizeof age, "age=%lu/%lu/%lu", (unsigned long)l->min_age,
-                     (unsigned long)(l->sum_age / l->count), (unsigned long)l->max_age);
-        if (l->min_pid == l->max_pid)
-            snprintf(pid, sizeof pid, "pid=%d", l->min_pid);
-        else
-            snprintf(pid, sizeof pid, "pid=%d-%d", l->min_pid, l->max_pid);
-        cpu_list(l->cpus, cpus, sizeof cpus);
-        if (which == TRACK_ALLOC)
-            os_printf(fd, "%7lu %s %s %s cpus=%s bytes=%lu\n", l->count, site, age, pid, cpus, l->bytes);
-        else
-            os_printf(fd, "%7lu %s %s %s cpus=%s\n", l->count, site, age, pid, cpus);
+        char site[320] = "<no stack>", line[700];
+        if (locs[i].site)
+            report_format_site(site, sizeof site, (void *)locs[i].site);
+        calls_line(line, sizeof line, &locs[i], site, which == TRACK_ALLOC);
+        os_printf(fd, "%s", line);
     }
 }
 
@@ -730,14 +647,14 @@ void slab_debug_calls_write(struct slab_cache *c, int fd)
     /* Room for every object's record (a snapshot: objects of slabs made
      * meanwhile are left out), and the table of sites. */
     size_t max = __atomic_load_n(&c->node[0].total_objects, __ATOMIC_RELAXED) + 1;
-    size_t bytes = SK_ALIGN_UP(max * sizeof(struct call_rec) + LOC_MAX * sizeof(struct call_loc), SK_PAGE_SIZE);
+    size_t bytes = SK_ALIGN_UP(max * sizeof(struct call_rec) + CALLS_MAX * sizeof(struct call_loc), SK_PAGE_SIZE);
     char *buf = os_map(bytes, SK_PAGE_SIZE);
     if (!buf) {
         os_printf(fd, "alloc_calls %s:\nNo memory for the table\n", c->name);
         return;
     }
     struct call_loc *locs = (struct call_loc *)buf;
-    struct call_rec *recs = (struct call_rec *)(buf + LOC_MAX * sizeof(struct call_loc));
+    struct call_rec *recs = (struct call_rec *)(buf + CALLS_MAX * sizeof(struct call_loc));
     calls_write_one(c, TRACK_ALLOC, fd, recs, max, locs);
     calls_write_one(c, TRACK_FREE, fd, recs, max, locs);
     os_unmap(buf, bytes);

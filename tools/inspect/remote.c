@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "inspect/remote.h"
+#include "slab/calls.h"
 #include "slab/inspect.h"
 
 #define RMT_MAX_CACHES 4096          /* caches walked; more means a loop */
@@ -185,45 +186,30 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-/* st_value of `sym` in symbol table sh (strings in strtab); 0 if absent. */
-static uint64_t find_in_symtab(int fd, const Elf64_Shdr *sh, const Elf64_Shdr *strtab, const char *sym)
-{
-    if (sh->sh_entsize != sizeof(Elf64_Sym) || sh->sh_size > (256u << 20) || strtab->sh_size > (256u << 20))
-        return 0;
-    size_t nsyms = sh->sh_size / sizeof(Elf64_Sym);
-    Elf64_Sym *syms = malloc(sh->sh_size ? sh->sh_size : 1);
-    char *str = malloc(strtab->sh_size + 1);
-    uint64_t val = 0;
-    if (syms && str && pread_all(fd, syms, sh->sh_size, sh->sh_offset) == 0 &&
-        pread_all(fd, str, strtab->sh_size, strtab->sh_offset) == 0) {
-        str[strtab->sh_size] = 0;
-        size_t symlen = strlen(sym);
-        for (size_t i = 0; i < nsyms && !val; i++)
-            if ((size_t)syms[i].st_name + symlen < strtab->sh_size && syms[i].st_shndx != SHN_UNDEF &&
-                ELF64_ST_TYPE(syms[i].st_info) == STT_OBJECT && !strcmp(str + syms[i].st_name, sym))
-                val = syms[i].st_value;
-    }
-    free(syms);
-    free(str);
-    return val;
-}
+/* An ELF file's symbols as mapped in the target: its load bias (0 for a
+ * fixed-address executable) and one symbol table, .symtab where there is
+ * one (a superset), else .dynsym.  Empty when the file cannot be read. */
+struct symfile {
+    char path[512];
+    uintptr_t bias;
+    Elf64_Sym *syms;
+    char *str;
+    size_t nsyms, strsize;
+};
 
-/* The run-time address of `sym` in the ELF file `path`, mapped at `base`
- * (the start of its mapping at file offset 0): its value plus the load
- * bias (0 for a fixed-address executable).  0 when absent. */
-static uintptr_t elf_symbol(const char *path, uintptr_t base, const char *sym)
+static void symfile_load(struct symfile *f, const char *path, uintptr_t base)
 {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return;
     Elf64_Ehdr eh;
-    uintptr_t addr = 0;
+    Elf64_Shdr *sh = NULL;
     if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) ||
-        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 4096 ||
-        eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
+        eh.e_shnum > 4096 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
         goto out;
-    /* The bias: where the lowest PT_LOAD went, less where it asked to go. */
     uint64_t lowest = UINT64_MAX;
     for (unsigned i = 0; i < eh.e_phnum; i++) {
         Elf64_Phdr ph;
@@ -234,24 +220,59 @@ static uintptr_t elf_symbol(const char *path, uintptr_t base, const char *sym)
     }
     if (lowest == UINT64_MAX)
         goto out;
-    uintptr_t bias = eh.e_type == ET_EXEC ? 0 : base - (uintptr_t)lowest;
-    Elf64_Shdr *sh = malloc((size_t)eh.e_shnum * sizeof *sh);
-    if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff) != 0) {
-        free(sh);
+    f->bias = eh.e_type == ET_EXEC ? 0 : base - (uintptr_t)lowest;
+    sh = malloc((size_t)eh.e_shnum * sizeof *sh);
+    if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff) != 0)
         goto out;
-    }
-    /* .dynsym first (a shared library's, always there), then .symtab. */
-    for (int pass = 0; pass < 2 && !addr; pass++)
-        for (unsigned i = 0; i < eh.e_shnum && !addr; i++) {
-            if (sh[i].sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) || sh[i].sh_link >= eh.e_shnum)
+    /* .symtab when there is one (more names), else .dynsym. */
+    for (int pass = 0; pass < 2 && !f->syms; pass++)
+        for (unsigned i = 0; i < eh.e_shnum && !f->syms; i++) {
+            const Elf64_Shdr *t = &sh[i], *st;
+            if (t->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || t->sh_link >= eh.e_shnum ||
+                t->sh_entsize != sizeof(Elf64_Sym) || t->sh_size > (256u << 20))
                 continue;
-            uint64_t v = find_in_symtab(fd, &sh[i], &sh[sh[i].sh_link], sym);
-            if (v)
-                addr = bias + (uintptr_t)v;
+            st = &sh[t->sh_link];
+            if (st->sh_size > (256u << 20))
+                continue;
+            f->syms = malloc(t->sh_size ? t->sh_size : 1);
+            f->str = malloc(st->sh_size + 1);
+            if (!f->syms || !f->str || pread_all(fd, f->syms, t->sh_size, t->sh_offset) != 0 ||
+                pread_all(fd, f->str, st->sh_size, st->sh_offset) != 0) {
+                free(f->syms);
+                free(f->str);
+                f->syms = NULL;
+                f->str = NULL;
+                continue;
+            }
+            f->str[st->sh_size] = 0;
+            f->strsize = st->sh_size;
+            f->nsyms = t->sh_size / sizeof(Elf64_Sym);
         }
-    free(sh);
 out:
+    free(sh);
     close(fd);
+}
+
+static void symfile_free(struct symfile *f)
+{
+    free(f->syms);
+    free(f->str);
+}
+
+/* The run-time address of data symbol `sym` in the ELF file `path`, mapped
+ * at `base` (the start of its mapping at file offset 0); 0 when absent. */
+static uintptr_t elf_symbol(const char *path, uintptr_t base, const char *sym)
+{
+    struct symfile f;
+    uintptr_t addr = 0;
+    symfile_load(&f, path, base);
+    for (size_t i = 0; i < f.nsyms && !addr; i++) {
+        const Elf64_Sym *y = &f.syms[i];
+        if (y->st_name < f.strsize && y->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(y->st_info) == STT_OBJECT &&
+            !strcmp(f.str + y->st_name, sym))
+            addr = f.bias + (uintptr_t)y->st_value;
+    }
+    symfile_free(&f);
     return addr;
 }
 
@@ -670,73 +691,9 @@ int rmt_snapshot(struct rmt *r, struct rmt_cache **caches, size_t *n, struct rmt
 
 /* ---- slub_debug's alloc_calls and free_calls (debug=U) ---- */
 
-/* An ELF symbol covering a run-time address: "name+0xoff/0xsize", else
- * "module+0xoff" (what addr2line -e module takes), as the process's own
- * report would print the site. */
-struct symfile {
-    char path[512];
-    uintptr_t bias;
-    Elf64_Sym *syms;
-    char *str;
-    size_t nsyms, strsize;
-};
-
-static void symfile_load(struct symfile *f, const char *path, uintptr_t base)
-{
-    memset(f, 0, sizeof *f);
-    snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    Elf64_Ehdr eh;
-    Elf64_Shdr *sh = NULL;
-    if (pread_all(fd, &eh, sizeof eh, 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 ||
-        eh.e_shnum > 4096 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 512)
-        goto out;
-    uint64_t lowest = UINT64_MAX;
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        if (pread_all(fd, &ph, sizeof ph, eh.e_phoff + (uint64_t)i * sizeof ph) != 0)
-            goto out;
-        if (ph.p_type == PT_LOAD && (ph.p_vaddr & ~(uint64_t)4095) < lowest)
-            lowest = ph.p_vaddr & ~(uint64_t)4095;
-    }
-    if (lowest == UINT64_MAX)
-        goto out;
-    f->bias = eh.e_type == ET_EXEC ? 0 : base - (uintptr_t)lowest;
-    sh = malloc((size_t)eh.e_shnum * sizeof *sh);
-    if (!sh || pread_all(fd, sh, (size_t)eh.e_shnum * sizeof *sh, eh.e_shoff) != 0)
-        goto out;
-    /* .symtab when there is one (more names), else .dynsym. */
-    for (int pass = 0; pass < 2 && !f->syms; pass++)
-        for (unsigned i = 0; i < eh.e_shnum && !f->syms; i++) {
-            const Elf64_Shdr *t = &sh[i], *st;
-            if (t->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || t->sh_link >= eh.e_shnum ||
-                t->sh_entsize != sizeof(Elf64_Sym) || t->sh_size > (256u << 20))
-                continue;
-            st = &sh[t->sh_link];
-            if (st->sh_size > (256u << 20))
-                continue;
-            f->syms = malloc(t->sh_size ? t->sh_size : 1);
-            f->str = malloc(st->sh_size + 1);
-            if (!f->syms || !f->str || pread_all(fd, f->syms, t->sh_size, t->sh_offset) != 0 ||
-                pread_all(fd, f->str, st->sh_size, st->sh_offset) != 0) {
-                free(f->syms);
-                free(f->str);
-                f->syms = NULL;
-                f->str = NULL;
-                continue;
-            }
-            f->str[st->sh_size] = 0;
-            f->strsize = st->sh_size;
-            f->nsyms = t->sh_size / sizeof(Elf64_Sym);
-        }
-out:
-    free(sh);
-    close(fd);
-}
-
+/* The symbol covering a run-time (return) address: "name+0xoff/0xsize",
+ * else "module+0xoff" (what addr2line -e module takes), as the process's
+ * own report would print the site. */
 static void symfile_name(const struct symfile *f, uintptr_t addr, uintptr_t modbase, char *buf, size_t n)
 {
     uintptr_t look = addr - 1;   /* a return address: inside its call */
@@ -756,20 +713,6 @@ static void symfile_name(const struct symfile *f, uintptr_t addr, uintptr_t modb
         snprintf(buf, n, "%s+0x%lx", f->path, (unsigned long)(look - modbase));
 }
 
-struct call_site {
-    uintptr_t site;
-    unsigned long count, bytes;
-    uint64_t sum_age, min_age, max_age;
-    int min_pid, max_pid;
-    uint64_t cpus[4];
-};
-
-static int site_cmp(const void *a, const void *b)
-{
-    const struct call_site *x = a, *y = b;
-    return x->count < y->count ? 1 : x->count > y->count ? -1 : (x->site > y->site) - (x->site < y->site);
-}
-
 /* The mapping (index) holding addr, or -1. */
 static long map_of(const struct mapping *m, size_t n, uintptr_t addr)
 {
@@ -777,6 +720,13 @@ static long map_of(const struct mapping *m, size_t n, uintptr_t addr)
         if (addr >= m[i].start && addr < m[i].end)
             return (long)i;
     return -1;
+}
+
+/* Is addr in the file mapping `own` belongs to (slabkit's own module)? */
+static int in_module(const struct mapping *m, size_t n, long own, uintptr_t addr)
+{
+    long i = own >= 0 ? map_of(m, n, addr) : -1;
+    return i >= 0 && !strcmp(m[i].path, m[own].path);
 }
 
 /* Where the file of mapping i starts (its mapping at offset 0). */
@@ -792,8 +742,7 @@ static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t
                       const struct mapping *maps, size_t nmaps, long own, FILE *out)
 {
     fprintf(out, "%s %s:\n", which == TRACK_ALLOC ? "alloc_calls" : "free_calls", c->name);
-    size_t cap = 64, nsites = 0;
-    struct call_site *sites = calloc(cap, sizeof *sites);
+    struct call_loc *locs = calloc(CALLS_MAX, sizeof *locs);
     size_t slab_bytes = ((size_t)SK_PAGE_SIZE << c->order) - c->reserved;
     char *mem = malloc(slab_bytes);
     struct timespec ts;
@@ -801,7 +750,7 @@ static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t
     uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
     const struct slab_node *n = &c->node[0];
     unsigned long bound = n->nr_slabs + 64;
-    for (int list = 0; list < 2 && sites && mem; list++) {
+    for (int list = 0; list < 2 && locs && mem; list++) {
         unsigned long k = 0;
         for (uintptr_t pg = (uintptr_t)(list ? n->full : n->partial); pg && k < bound; k++) {
             struct sk_page p;
@@ -823,91 +772,43 @@ static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t
                     continue;
                 /* slabkit's own frames first: skipped, unless all are. */
                 unsigned skip = 0;
-                while (skip < t.nframes && own >= 0 && map_of(maps, nmaps, (uintptr_t)t.frames[skip]) >= 0 &&
-                       !strcmp(maps[map_of(maps, nmaps, (uintptr_t)t.frames[skip])].path, maps[own].path))
+                while (skip < t.nframes && in_module(maps, nmaps, own, (uintptr_t)t.frames[skip]))
                     skip++;
                 if (skip == t.nframes)
                     skip = 0;
-                uintptr_t site = t.nframes ? (uintptr_t)t.frames[skip] : 0;
-                size_t s = 0;
-                while (s < nsites && sites[s].site != site)
-                    s++;
-                if (s == nsites) {
-                    if (nsites == cap) {
-                        struct call_site *ns = realloc(sites, 2 * cap * sizeof *ns);
-                        if (!ns)
-                            continue;
-                        sites = ns;
-                        cap *= 2;
-                    }
-                    memset(&sites[s], 0, sizeof sites[s]);
-                    sites[s].site = site;
-                    sites[s].min_age = UINT64_MAX;
-                    sites[s].min_pid = INT32_MAX;
-                    sites[s].max_pid = INT32_MIN;
-                    nsites++;
-                }
-                struct call_site *l = &sites[s];
-                uint64_t age = now > t.ms ? now - t.ms : 0;
                 uint32_t orig;
                 memcpy(&orig, obj + c->orig_off, sizeof orig);
-                l->count++;
-                if (which == TRACK_ALLOC)
-                    l->bytes += c->kmalloc && orig ? orig : c->object_size;
-                l->sum_age += age;
-                l->min_age = age < l->min_age ? age : l->min_age;
-                l->max_age = age > l->max_age ? age : l->max_age;
-                l->min_pid = t.tid < l->min_pid ? t.tid : l->min_pid;
-                l->max_pid = t.tid > l->max_pid ? t.tid : l->max_pid;
-                if (t.cpu >= 0 && t.cpu < 256)
-                    l->cpus[t.cpu / 64] |= 1ull << (t.cpu % 64);
+                unsigned long bytes = which != TRACK_ALLOC ? 0 : c->kmalloc && orig ? orig : c->object_size;
+                calls_add(locs, t.nframes ? (uintptr_t)t.frames[skip] : 0, now > t.ms ? now - t.ms : 0, t.tid, t.cpu,
+                          bytes);
             }
         }
     }
-    if (sites)
-        qsort(sites, nsites, sizeof *sites, site_cmp);
-    if (!nsites)
+    size_t m = locs ? calls_sort(locs) : 0;
+    if (!m)
         fprintf(out, "No data\n");
-    for (size_t i = 0; i < nsites; i++) {
-        struct call_site *l = &sites[i];
-        char site[700] = "<no stack>", cpus[200] = "";
-        long mi = l->site ? map_of(maps, nmaps, l->site - 1) : -1;
+    /* Name each site once; keep the last file's symbols, as most sites are
+     * in the program. */
+    struct symfile f = { .path = "" };
+    for (size_t i = 0; i < m; i++) {
+        char site[700] = "<no stack>", line[1100];
+        uintptr_t a = locs[i].site;
+        long mi = a ? map_of(maps, nmaps, a - 1) : -1;
         if (mi >= 0) {
-            struct symfile f;
             uintptr_t base = map_base(maps, nmaps, (size_t)mi);
-            symfile_load(&f, maps[mi].path, base);
-            symfile_name(&f, l->site, base, site, sizeof site);
-            free(f.syms);
-            free(f.str);
-        } else if (l->site) {
-            snprintf(site, sizeof site, "0x%lx", (unsigned long)l->site);
+            if (strcmp(f.path, maps[mi].path)) {
+                symfile_free(&f);
+                symfile_load(&f, maps[mi].path, base);
+            }
+            symfile_name(&f, a, base, site, sizeof site);
+        } else if (a) {
+            snprintf(site, sizeof site, "0x%lx", (unsigned long)a);
         }
-        size_t cn = 0;
-        for (int c0 = 0; c0 < 256 && cn < sizeof cpus; c0++) {
-            if (!(l->cpus[c0 / 64] >> (c0 % 64) & 1))
-                continue;
-            int j = c0;
-            while (j + 1 < 256 && (l->cpus[(j + 1) / 64] >> ((j + 1) % 64) & 1))
-                j++;
-            cn += (size_t)snprintf(cpus + cn, sizeof cpus - cn, j > c0 ? "%s%d-%d" : "%s%d", cn ? "," : "", c0, j);
-            c0 = j;
-        }
-        char age[80], pid[40];
-        if (l->min_age == l->max_age)
-            snprintf(age, sizeof age, "age=%lu", (unsigned long)l->min_age);
-        else
-            snprintf(age, sizeof age, "age=%lu/%lu/%lu", (unsigned long)l->min_age,
-                     (unsigned long)(l->sum_age / l->count), (unsigned long)l->max_age);
-        if (l->min_pid == l->max_pid)
-            snprintf(pid, sizeof pid, "pid=%d", l->min_pid);
-        else
-            snprintf(pid, sizeof pid, "pid=%d-%d", l->min_pid, l->max_pid);
-        if (which == TRACK_ALLOC)
-            fprintf(out, "%7lu %s %s %s cpus=%s bytes=%lu\n", l->count, site, age, pid, cpus, l->bytes);
-        else
-            fprintf(out, "%7lu %s %s %s cpus=%s\n", l->count, site, age, pid, cpus);
+        calls_line(line, sizeof line, &locs[i], site, which == TRACK_ALLOC);
+        fputs(line, out);
     }
-    free(sites);
+    symfile_free(&f);
+    free(locs);
     free(mem);
 }
 
