@@ -387,17 +387,13 @@ void *sk_calloc(size_t nmemb, size_t size)
      * and never handed out (its marker says so) is zero but for its free
      * pointer and marker, words 0 and 1; anything else is cleared whole. */
     if (likely(total - 16 <= KMALLOC_MAX_CACHE_SIZE - 16)) {
-        unsigned i = total <= KMALLOC_SMALL_MAX
-            ? __atomic_load_n(&kmalloc_small_index[(total + 7) >> 3], __ATOMIC_RELAXED)
-            : __atomic_load_n(&kmalloc_mid_index[(total - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+        unsigned i = kmalloc_fast_index(total);
         uintptr_t *obj;
         if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), (void **)&obj))) {
-            if (obj[1] == SLAB_FRESH_ZERO_KEY) {
+            if (obj[1] == SLAB_FRESH_ZERO_KEY)
                 obj[0] = obj[1] = 0;
-            } else {
-                obj[1] = 0;
-                memset(obj, 0, slab_usable(kmalloc_caches[i]));
-            }
+            else
+                memset(obj, 0, slab_usable(kmalloc_caches[i]));   /* the marker with the rest */
             return obj;
         }
     }

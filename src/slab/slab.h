@@ -473,10 +473,20 @@ extern uint8_t kmalloc_mid_index[KMALLOC_MAX_CACHE_SIZE >> KMALLOC_MID_SHIFT] SK
 /* The fast path of KMALLOC_SMALL_MAX < size <= KMALLOC_MAX_CACHE_SIZE, for
  * malloc and sk_malloc alike (every class here is 256-aligned): an object
  * from this CPU's array with its free marker cleared, or NULL. */
+/* sk_malloc's class of 1 <= size <= KMALLOC_MAX_CACHE_SIZE, one table load
+ * either side of KMALLOC_SMALL_MAX (a slot past the classes, whose arrays
+ * stay empty, until kmalloc_init). */
+static inline unsigned kmalloc_fast_index(size_t size)
+{
+    return size <= KMALLOC_SMALL_MAX ? __atomic_load_n(&kmalloc_small_index[(size + 7) >> 3], __ATOMIC_RELAXED)
+                                     : __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT],
+                                                       __ATOMIC_RELAXED);
+}
+
 static inline void *kmalloc_mid_fast(size_t size)
 {
     void *obj;
-    unsigned i = __atomic_load_n(&kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT], __ATOMIC_RELAXED);
+    unsigned i = kmalloc_fast_index(size);
     /* Acquire: kmalloc_init publishes the entry after its cache. */
     if (!cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))
         return NULL;
