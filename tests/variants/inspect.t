@@ -60,15 +60,6 @@ wait_for() {
 # one_line FILE RC: a failure reported in one line with a non-zero exit.
 one_line() { [ "$2" != 0 ] && [ "$(wc -l <"$1")" = 1 ]; }
 NCACHES=$("$SLABINFO" --slabinfo | grep -c '^kmalloc-')
-# whole FILE: the table (header, every kmalloc cache) and the totals line last.
-whole() {
-    awk -v want="$NCACHES" '
-        /^slabinfo - version: 2\.1$/ { h = 1; n = 0; next }
-        h == 1 && /^# name / { h = 2; next }
-        h == 2 && /^kmalloc-/ { n++; next }
-        { last = $0 }
-        END { exit !(h == 2 && n == want && last ~ /^slabkit: pages managed [1-9][0-9]*, .*address space [1-9][0-9]* MiB$/) }' "$1"
-}
 
 # ---- python3 ----
 PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)

@@ -4,6 +4,7 @@
 #   ok RC NAME      one TAP line, numbered, passing when RC is 0
 #   served FILE     FILE holds slabkit's exit-time slabinfo with objects in it
 #   show FILE [N]   the first N (15) lines of FILE as TAP comments
+#   whole FILE      the last slabinfo table in FILE is complete
 #   churn_py N      write churn.py (python3 churn over N keys, a checksum)
 #   in_workdir NAME bail out unless the library is built; then make a
 #                   temporary directory T (/tmp/slabkit-NAME.*, removed at
@@ -18,6 +19,18 @@ served() {
          END { exit !(h && s) }' "$1"
 }
 show() { sed -n "1,${2:-15}p" "$1" | sed 's/^/#   /'; }
+# whole FILE: the last slabinfo table in FILE is complete: its header,
+# every kmalloc cache (as many as this build's tools/slabinfo lists), then
+# the totals line.
+whole() {
+    [ -n "${NCACHES:-}" ] || NCACHES=$("$B/tools/slabinfo" --slabinfo | grep -c '^kmalloc-')
+    awk -v want="$NCACHES" '
+        /^slabinfo - version: 2\.1$/ { h = 1; n = 0; next }
+        h == 1 && /^# name / { h = 2; next }
+        h == 2 && /^kmalloc-/ { n++; next }
+        { last = $0 }
+        END { exit !(h == 2 && n == want && last ~ /^slabkit: pages managed [1-9][0-9]*, .*address space [1-9][0-9]* MiB$/) }' "$1"
+}
 # churn_py N: write churn.py, python3's dict/list/str churn over N keys
 # that prints a checksum of what is left (compare with a run without
 # slabkit).
