@@ -263,9 +263,12 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * a free on another CPU goes home to the CPU its slab is frozen to, so
      * this CPU never hands it out next to the other CPU's live objects
      * (passive false sharing).  Larger objects stay on the array path, which
-     * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson). */
-    c->remote_free = sk_opt.remote_free && !c->slots && c->mode == SLAB_MODE_SLUB && !c->poison &&
-                     cpu_use_rseq && c->size < CACHE_LINE;
+     * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson).
+     * Only where frees take SLUB's array path at all: caches whose every
+     * free must reach the slow path (sheaves=0, slub_debug, memcheck or
+     * ASan watching) have arrays of capacity 0. */
+    c->remote_free = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq &&
+                     c->size < CACHE_LINE;
     cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
 }
 
