@@ -430,6 +430,25 @@ static void vmessage(const char *fmt, va_list ap)
     os_printf(2, "slabkit: %s\n", buf);
 }
 
+void os_name(char *dst, size_t n, const char *prefix, long v)
+{
+    size_t i = 0;
+    while (i + 1 < n && prefix[i]) {
+        dst[i] = prefix[i];
+        i++;
+    }
+    if (v >= 0) {
+        char digits[24];
+        int k = 0;
+        do
+            digits[k++] = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        while (k > 0 && i + 1 < n)
+            dst[i++] = digits[--k];
+    }
+    dst[i] = '\0';
+}
+
 void os_warn(const char *fmt, ...)
 {
     int saved = errno;

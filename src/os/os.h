@@ -116,6 +116,11 @@ void os_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void os_vprintf(int fd, const char *fmt, va_list ap);
 /* "slabkit: <msg>\n" on stderr, then abort(). */
 __attribute__((noreturn, format(printf, 1, 2))) void os_fatal(const char *fmt, ...);
+/* dst (n > 0 bytes) = prefix, then v in decimal unless v is negative;
+ * cut to fit, always terminated.  The start-up paths name caches with it
+ * rather than snprintf: printf's code is some 200 KiB of libc text that a
+ * program which never prints would otherwise fault in. */
+void os_name(char *dst, size_t n, const char *prefix, long v);
 /* "slabkit: <msg>\n" on stderr. */
 void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

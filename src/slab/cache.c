@@ -170,7 +170,7 @@ static void *meta_zalloc(size_t bytes)
 static void cache_setup(struct slab_cache *c, const char *name, size_t size, size_t align,
                         unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
-    snprintf(c->name, sizeof c->name, "%s", name);
+    os_name(c->name, sizeof c->name, name, -1);
     c->object_size = (uint32_t)size;
     c->flags = flags;
     c->ctor = ctor;

@@ -117,7 +117,7 @@ int kmalloc_init(void)
             align = SK_PAGE_SIZE;
         if (slab)
             align = slab_classic_kmalloc_align(size);
-        snprintf(name, sizeof name, "kmalloc-%u", size);
+        os_name(name, sizeof name, "kmalloc-", (long)size);
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
         if (!c)

@@ -51,7 +51,7 @@
 _Static_assert(__builtin_offsetof(struct vm_slice, pages) == 128, "descriptors start at 128");
 
 struct vm_map_leaf vm_map_empty_leaf;
-struct vm_map_leaf *vm_map_root[VM_ROOT_ENTRIES] = { [0 ... VM_ROOT_ENTRIES - 1] = &vm_map_empty_leaf };
+uintptr_t vm_map_root[VM_ROOT_ENTRIES];   /* zero: every entry the empty leaf */
 
 /* Per-slice state byte. */
 #define VS_USED        0x01u  /* handed out */
@@ -297,7 +297,7 @@ static void header_put(struct vm_slice *s)
 
 static inline struct vm_slice **map_entry(uintptr_t i)
 {
-    return &__atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE)->slice[i & (VM_LEAF_ENTRIES - 1)];
+    return (struct vm_slice **)&vm_map_leaf_at(i >> VM_LEAF_BITS)->slice[i & (VM_LEAF_ENTRIES - 1)];
 }
 
 /* Map the leaves that slices [base, base + n slices) need; vm_lock not
@@ -308,15 +308,15 @@ static int map_leaves(uintptr_t base, uint32_t n)
     if (last >= VM_MAP_ENTRIES)
         return -1;
     for (uintptr_t r = first >> VM_LEAF_BITS; r <= last >> VM_LEAF_BITS; r++) {
-        if (__atomic_load_n(&vm_map_root[r], __ATOMIC_ACQUIRE) != &vm_map_empty_leaf)
+        if (__atomic_load_n(&vm_map_root[r], __ATOMIC_ACQUIRE) != 0)
             continue;
         struct vm_map_leaf *leaf = os_map(sizeof *leaf, SK_PAGE_SIZE);
         if (!leaf)
             return -1;
         spin_lock(&vm_lock);
-        bool lost = vm_map_root[r] != &vm_map_empty_leaf;
+        bool lost = vm_map_root[r] != 0;
         if (!lost)
-            __atomic_store_n(&vm_map_root[r], leaf, __ATOMIC_RELEASE);
+            __atomic_store_n(&vm_map_root[r], (uintptr_t)leaf - (uintptr_t)&vm_map_empty_leaf, __ATOMIC_RELEASE);
         spin_unlock(&vm_lock);
         if (lost)
             os_unmap(leaf, sizeof *leaf);

@@ -30,11 +30,13 @@
  * two-level radix table over user addresses (below 2^47) indexed by
  * addr >> 26: a root of VM_ROOT_ENTRIES leaf offsets in bss, and leaves of
  * VM_LEAF_ENTRIES slice pointers mapped on demand (one leaf covers 64 GiB).
- * Unused root entries point at vm_map_empty_leaf, a static all-NULL
- * leaf, so a lookup is two dependent loads and no branch beyond the range
- * check, no lock, no fault.  (The root is initialised data: 2048 load-time
- * relocations, 16 KiB, against two more instructions per lookup for
- * offsets from a zero-filled root.)
+ * A root entry holds its leaf's address as an offset from
+ * vm_map_empty_leaf, a static all-NULL leaf, so the zero-filled root sends
+ * every unused entry there: a lookup is two dependent loads and an add, no
+ * branch beyond the range check, no lock, no fault.  (Pointers to the empty
+ * leaf in an initialised root cost 2048 load-time relocations: 16 KiB of
+ * dirty data and 48 KiB of relocation records read at every start, where
+ * the zero root costs nothing until a leaf is published.)
  * A foreign or wild pointer reads NULL, a non-canonical one is rejected by
  * its top bits.  (A flat table was 16 MiB of bss, all of it counted by
  * RLIMIT_AS though untouched.)
@@ -115,8 +117,16 @@ struct vm_map_leaf {
     struct vm_slice *slice[VM_LEAF_ENTRIES];
 };
 extern struct vm_map_leaf vm_map_empty_leaf SK_INTERNAL;   /* all NULL, never written */
-/* Every entry points at a leaf: its own, or vm_map_empty_leaf. */
-extern struct vm_map_leaf *vm_map_root[VM_ROOT_ENTRIES] SK_INTERNAL;
+/* Every entry locates a leaf, as its offset from vm_map_empty_leaf (0:
+ * the empty leaf itself); modular arithmetic, so a leaf mapped below the
+ * library works too. */
+extern uintptr_t vm_map_root[VM_ROOT_ENTRIES] SK_INTERNAL;
+
+static inline const struct vm_map_leaf *vm_map_leaf_at(uintptr_t r)
+{
+    return (const struct vm_map_leaf *)((uintptr_t)&vm_map_empty_leaf +
+                                        __atomic_load_n(&vm_map_root[r], __ATOMIC_ACQUIRE));
+}
 
 static inline struct vm_slice *vm_slice_of(const void *p)
 {
@@ -125,7 +135,7 @@ static inline struct vm_slice *vm_slice_of(const void *p)
         return NULL;
     /* Acquire (a plain load on x86): a leaf is zero-filled before it is
      * published. */
-    const struct vm_map_leaf *leaf = __atomic_load_n(&vm_map_root[i >> VM_LEAF_BITS], __ATOMIC_ACQUIRE);
+    const struct vm_map_leaf *leaf = vm_map_leaf_at(i >> VM_LEAF_BITS);
     return __atomic_load_n(&leaf->slice[i & (VM_LEAF_ENTRIES - 1)], __ATOMIC_RELAXED);
 }
 
