@@ -127,24 +127,31 @@ static unsigned default_array_cap(size_t size)
 }
 
 /*
- * Cache metadata (struct slab_cache, the slab_cpu array, the per-CPU
- * arrays) is carved from shared chunks fresh from the OS, cache-line
- * aligned: 41 kmalloc caches with a page or three each would cost a
- * program half a megabyte before its first object.  Never freed (a
+ * Cache metadata is carved from chunks fresh from the OS, cache-line
+ * aligned, in two areas: the cache structs, written when a cache is made,
+ * packed together (41 kmalloc caches fill eleven pages); and what a cache
+ * touches only as CPUs use it (the per-CPU arrays, 1 KiB per CPU, the
+ * slab_cpu array, the barn), apart, so that a class a program never uses
+ * costs it no resident page.  Interleaved, every cache struct sat on a
+ * page of its own: some 200 KiB before the first object.  Never freed (a
  * destroyed cache's metadata stays: a racing reader may hold it).
  */
 #define META_CHUNK ((size_t)256 << 10)
 static spinlock_t meta_lock = SPINLOCK_INIT;
-static char *meta_next, *meta_end;
+struct meta_area {
+    char *next, *end;
+};
+static struct meta_area meta_structs, meta_percpu;
 
-/* Zeroed metadata, or NULL (ENOMEM) when the OS refuses a chunk. */
-static void *meta_zalloc(size_t bytes)
+/* Zeroed metadata from area a, or NULL (ENOMEM) when the OS refuses a
+ * chunk. */
+static void *meta_zalloc(struct meta_area *a, size_t bytes)
 {
     bytes = SK_ALIGN_UP(bytes, (size_t)CACHE_LINE);
     if (bytes >= META_CHUNK / 4)
         return os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
     spin_lock(&meta_lock);
-    if ((size_t)(meta_end - meta_next) < bytes) {
+    if ((size_t)(a->end - a->next) < bytes) {
         /* Under a tight address-space limit a whole chunk may be refused
          * where what is asked for would fit: try that much. */
         size_t size = META_CHUNK;
@@ -158,11 +165,11 @@ static void *meta_zalloc(size_t bytes)
             errno = ENOMEM;
             return NULL;
         }
-        meta_next = chunk;
-        meta_end = chunk + size;
+        a->next = chunk;
+        a->end = chunk + size;
     }
-    void *p = meta_next;
-    meta_next += bytes;
+    void *p = a->next;
+    a->next += bytes;
     spin_unlock(&meta_lock);
     return p;
 }
@@ -269,7 +276,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * ASan watching) have arrays of capacity 0. */
     c->remote_free = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq &&
                      c->size < CACHE_LINE;
-    cpu_arrays_init(c->pcpu, 0);    /* each CPU's cap is set on first use */
+    cpu_arrays_init(c->arrays, 0);    /* each CPU's cap is set on first use */
 }
 
 static void cache_publish(struct slab_cache *c)
@@ -298,6 +305,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         cache_free_list = c->next;
     lock_release(&cache_lock);
     struct slab_cpu *cpu;
+    unsigned char *arrays;
     struct slub_slot *slots;
     void **barn[MAX_NUMNODES];
     if (c) {
@@ -307,29 +315,34 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
             memset(slots, 0, slub_cpu_bytes());
         for (int n = 0; n < MAX_NUMNODES; n++)
             barn[n] = c->node[n].barn.objs;
-        memset(c, 0, sizeof *c + cpu_arrays_bytes());
+        arrays = c->arrays;
+        memset(c, 0, sizeof *c);
+        memset(arrays, 0, cpu_arrays_bytes());
         memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and
          * the carving has no free). */
-        c = meta_zalloc(sizeof *c + cpu_arrays_bytes());
-        cpu = c ? meta_zalloc(sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
+        c = meta_zalloc(&meta_structs, sizeof *c);
+        arrays = c ? meta_zalloc(&meta_percpu, cpu_arrays_bytes()) : NULL;
+        cpu = arrays ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
         if (!cpu)
             return NULL;
         /* sheaves=0 (SLUB only: SLAB's array caches are its design): the
          * per-CPU freelist slots of slub_cpu.c. */
         slots = NULL;
-        if (!sk_opt.sheaves && sk_opt.allocator != SK_ALLOC_SLAB && !(slots = meta_zalloc(slub_cpu_bytes())))
+        if (!sk_opt.sheaves && sk_opt.allocator != SK_ALLOC_SLAB &&
+            !(slots = meta_zalloc(&meta_percpu, slub_cpu_bytes())))
             return NULL;
         /* Touched only as far as a barn fills: untouched pages cost no
          * RSS.  Only node 0's barn is used (one node here): the others get
          * no storage and capacity 0 (4 KiB each of address space per
          * cache, which counts under RLIMIT_AS). */
         memset(barn, 0, sizeof barn);
-        if (!(barn[0] = meta_zalloc(SLAB_BARN_MAX * sizeof(void *))))
+        if (!(barn[0] = meta_zalloc(&meta_percpu, SLAB_BARN_MAX * sizeof(void *))))
             return NULL;
     }
     c->cpu = cpu;
+    c->arrays = arrays;
     c->slots = slots;
     for (int n = 0; n < MAX_NUMNODES; n++)
         c->node[n].barn.objs = barn[n];
@@ -484,7 +497,7 @@ void slab_atfork_child(void)
     /* A thread caught carving metadata: abandon its chunk (the next
      * create maps a new one). */
     if (spin_is_locked(&meta_lock)) {
-        meta_next = meta_end = NULL;
+        meta_structs.next = meta_structs.end = meta_percpu.next = meta_percpu.end = NULL;
         spin_unlock(&meta_lock);
     }
     lock_reset(&cache_lock);

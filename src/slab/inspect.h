@@ -37,7 +37,7 @@
         SKI_OFF(slab_cache, objects)), SKI_OFF(slab_cache, order)), SKI_OFF(slab_cache, object_size)),      \
         SKI_OFF(slab_cache, batch)), SKI_OFF(slab_cache, cpu_partial)), SKI_OFF(slab_cache, mode)),         \
         SKI_OFF(slab_cache, slots)), SKI_OFF(slab_cache, cpu)), SKI_OFF(slab_cache, node)),                 \
-        SKI_OFF(slab_cache, next)), SKI_OFF(slab_cache, name)), SKI_OFF(slab_cache, pcpu)),                 \
+        SKI_OFF(slab_cache, next)), SKI_OFF(slab_cache, name)), SKI_OFF(slab_cache, arrays)),                 \
         sizeof(struct slab_cpu)), SKI_OFF(slab_cpu, partial)), SKI_OFF(slab_cpu, stat)),                    \
         SKI_OFF(slab_cpu, batch_in)), sizeof(struct slab_node)), SKI_OFF(slab_node, barn)),                 \
         SKI_OFF(slab_node, classic)), sizeof(struct sk_page)), SKI_OFF(sk_page, slab.counters)),            \

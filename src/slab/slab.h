@@ -2,7 +2,7 @@
  * slab.h — SLUB slab caches behind per-CPU object arrays, and kmalloc.
  *
  * Data structures, fast path first:
- *   cache->pcpu       per-CPU object arrays (src/cpu): alloc pops, free pushes
+ *   cache->arrays     per-CPU object arrays (src/cpu): alloc pops, free pushes
  *   cache->cpu[c]     per-CPU slow-path state under its lock: the CPU slab
  *                     (frozen) with its private freelist, and the CPU
  *                     partial list (frozen slabs with free objects)
@@ -102,6 +102,11 @@ struct slab_cache {
     uint8_t poison;               /* watched by memcheck / ASan (poison.h) */
     bool remote_free;             /* frozen slabs record their CPU: a free
                                    * on another CPU goes home (slab_free) */
+    /* The per-CPU arrays (src/cpu: cpu_nr_ids + 1 of CPU_ARRAY_STRIDE
+     * bytes), apart from the struct so that the structs pack densely and
+     * an unused cache's arrays stay untouched; on the same line as the
+     * fields the fast paths read anyway. */
+    unsigned char *arrays;
     uintptr_t random;             /* free pointer obfuscation */
     uint16_t objects;             /* per slab */
     uint16_t order;               /* slab = 2^order pages */
@@ -137,15 +142,11 @@ struct slab_cache {
     struct slab_cache *next;      /* all caches, creation order */
     bool kmalloc;
     char name[SLAB_NAME_LEN];
-    /* The per-CPU arrays (src/cpu: cpu_nr_ids + 1 of CPU_ARRAY_STRIDE
-     * bytes), inline: the fast path goes from the cache to its CPU's array
-     * by arithmetic, with no load in between. */
-    unsigned char pcpu[] __attribute__((aligned(CACHE_LINE)));
 };
 
 static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
 {
-    return (cpu_arrays_t)c->pcpu;
+    return (cpu_arrays_t)c->arrays;
 }
 
 /* 0, or -1 with errno ENOMEM; a later call tries again, keeping what the

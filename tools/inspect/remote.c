@@ -518,7 +518,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
      * allocation adds while we walk. */
     unsigned long bound = num_slabs + 64;
     struct slab_info_counts k = { 0 };
-    uintptr_t arrays = ca + offsetof(struct slab_cache, pcpu);
+    uintptr_t arrays = (uintptr_t)c->arrays;
 
     struct slab_cpu *cpus = NULL;
     if (c->cpu) {
