@@ -454,6 +454,7 @@ static void reset_arrays(cpu_arrays_t tab)
 static void fork_child(void)
 {
     os_options_atfork_child();
+    os_threads_atfork_child();
     exit_output_atfork_child();
     lock_atfork_child();
     cpu_atfork_child();

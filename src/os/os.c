@@ -361,6 +361,22 @@ int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+static uintptr_t own_tcb[OS_OWN_THREADS];
+static unsigned own_nr;
+
+unsigned os_own_threads(uintptr_t tcb[OS_OWN_THREADS])
+{
+    unsigned n = __atomic_load_n(&own_nr, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        tcb[i] = __atomic_load_n(&own_tcb[i], __ATOMIC_RELAXED);
+    return n;
+}
+
+void os_threads_atfork_child(void)
+{
+    __atomic_store_n(&own_nr, 0, __ATOMIC_RELEASE);
+}
+
 int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack)
 {
     pthread_attr_t attr;
@@ -386,6 +402,13 @@ int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t sta
     if (r) {
         errno = r;
         return -1;
+    }
+    /* Callers are serialised by their own start states (one purger, one
+     * KFENCE timer); a slot is filled before it is counted. */
+    unsigned i = __atomic_load_n(&own_nr, __ATOMIC_RELAXED);
+    if (i < OS_OWN_THREADS) {
+        __atomic_store_n(&own_tcb[i], (uintptr_t)t, __ATOMIC_RELAXED);
+        __atomic_store_n(&own_nr, i + 1, __ATOMIC_RELEASE);
     }
 #ifdef __GLIBC__
     pthread_setname_np(t, name);   /* the thread never exits: t stays valid */

@@ -109,6 +109,14 @@ int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
  * here that may allocate: pthread_create can call malloc or calloc (the new
  * thread's TLS vector), so call it with no slabkit lock held. */
 int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack);
+/* The helper threads os_thread_start made in this process (none in a
+ * forked child), each as the address of its TCB (glibc's pthread_t: in the
+ * thread's stack mapping, with its static TLS below it).  Known from the
+ * moment pthread_create returns, before the thread first runs: the leak
+ * scan reads them whatever the threads are doing. */
+#define OS_OWN_THREADS 4
+unsigned os_own_threads(uintptr_t tcb[OS_OWN_THREADS]);
+void os_threads_atfork_child(void);
 
 /* ---- output ---- */
 /* Format into a stack buffer and write(2) it: never allocates. */

@@ -31,7 +31,8 @@
  *    top of the mapping (glibc puts a thread's TCB and static TLS there).
  *    There is no stop-the-world: a running thread's stack and other
  *    threads' registers are not scanned, and memory changed during the
- *    scan can be misjudged either way.
+ *    scan can be misjudged either way.  slabkit's own threads are
+ *    scanned from their static TLS up whatever they do (their TCB).
  *  - KFENCE-sampled objects in use (kfence.c's pool is outside the slices):
  *    read through process_vm_readv, never reported themselves.
  * allocator=slab's off-slab management (kmalloc'd, held by slab
@@ -559,7 +560,7 @@ static void leak_scan_threads(struct leak_scan *ls)
         }
     }
     close(dfd);
-    if (leak_read_file(ls, "/proc/self/maps"))
+    if (leak_read_file(ls, "/proc/self/maps")) {
         for (size_t i = 0; i < nsp; i++) {
             uintptr_t lo, hi;
             if (leak_mapping_of(ls, sps[i], &lo, &hi))
@@ -567,6 +568,21 @@ static void leak_scan_threads(struct leak_scan *ls)
             else
                 ls->threads_missed++;
         }
+        /* slabkit's own threads (purger, KFENCE timer), running, asleep
+         * or not started yet: what glibc allocated for them (the DTV their
+         * TCB points at) is never a leak.  Their TCB and static TLS, to
+         * the top of their stack mapping; their frames below hold no heap
+         * pointer of the program's. */
+        uintptr_t tcb[OS_OWN_THREADS];
+        for (unsigned i = 0, n = os_own_threads(tcb); i < n; i++) {
+            uintptr_t lo, hi;
+            if (!leak_mapping_of(ls, tcb[i], &lo, &hi))
+                continue;
+            if (tcb[i] - lo > LEAK_TLS_SPAN)
+                lo = tcb[i] - LEAK_TLS_SPAN;
+            leak_scan_root(ls, lo, hi);
+        }
+    }
     munmap(sps, sp_bytes);
 }
 
