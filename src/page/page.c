@@ -45,7 +45,9 @@
  *    past `mapped` stay zero, so no buddy there ever merges.  Every
  *    partial slice of the zone is on z->partials.
  * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
- * until drained back, and they count in no zone total.
+ * until drained back, and they count in no zone total.  They are drained
+ * back before a request would take never-used memory while they hold
+ * enough (pcp_drain_before_fresh).
  *
  * Aging: recently freed blocks are reused first (dirty lists are LIFO and
  * searched before clean ones).  Blocks free for longer than decay_ms, and
@@ -69,6 +71,7 @@ struct zone page_zones[MAX_NUMNODES];
 struct pcp_set page_pcp = { .lists = { [0 ... PCP_MAX_ORDER] = cpu_empty_arrays } };
 static bool page_ready;
 static bool pcp_enabled;
+static unsigned long page_pcp_fresh_drains;   /* statistics (relaxed) */
 
 /* ---- lists ---- */
 
@@ -604,6 +607,44 @@ int page_init(void)
     return r;
 }
 
+/*
+ * Free pages parked on per-CPU lists serve only their own order on their
+ * own CPU.  A program that moves from one size to another (slabs of one
+ * order freed, slabs of another wanted) or from one CPU to another would
+ * otherwise touch fresh memory, a new resident page for each, while up to
+ * a megabyte per CPU of its own free pages sits on the lists.  So before a
+ * request takes never-used memory from the zone (no free resident block
+ * of its order or above), the lists go back to the zone when they hold
+ * enough to matter (twice the request's batch), where their blocks merge
+ * with their buddies and serve it: the kernel drains the pcp lists
+ * (drain_all_pages) before it reclaims, for the same reason.  Unlocked
+ * peeks: a wrong guess costs one drain or one fresh block.
+ */
+/* Whether a free resident block of `order` or above is there (zone->lock
+ * held, or a peek). */
+static bool zone_has_dirty(const struct zone *z, unsigned order)
+{
+    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
+        if (__atomic_load_n(&z->dirty[o].head, __ATOMIC_RELAXED))
+            return true;
+    return false;
+}
+
+static void pcp_drain_before_fresh(struct zone *z, unsigned order)
+{
+    if (!pcp_enabled || zone_has_dirty(z, order))
+        return;
+    unsigned long pages = 0;
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
+            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    unsigned long want = order <= PCP_MAX_ORDER ? (unsigned long)page_pcp.batch[order] << order : 1ul << order;
+    if (pages < 2 * want)
+        return;
+    __atomic_fetch_add(&page_pcp_fresh_drains, 1, __ATOMIC_RELAXED);
+    page_drain_pcp();
+}
+
 struct sk_page *page_alloc(unsigned order)
 {
     if (order > SK_MAX_ORDER) {
@@ -619,6 +660,7 @@ struct sk_page *page_alloc(unsigned order)
         if (pcp_enabled) {
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
+            pcp_drain_before_fresh(zone_here(), order);
             unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
             if (n == 0) {
                 errno = ENOMEM;
@@ -641,6 +683,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
+    pcp_drain_before_fresh(zone_here(), order);
     return zone_alloc(zone_here(), order);
 }
 
@@ -692,14 +735,6 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
 /* Exact blocks from this order up may be served by a run (zone_take_run). */
 #define EXACT_RUN_MIN_ORDER 9          /* 2 MiB */
 #define EXACT_RUN_TRIES 8
-
-static bool zone_has_dirty(const struct zone *z, unsigned order)
-{
-    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
-        if (z->dirty[o].head)
-            return true;
-    return false;
-}
 
 /*
  * A run of nr_pages that starts with a dirty block of order lo (the next
@@ -1125,6 +1160,7 @@ void page_stats(struct page_stats *st)
     st->purger_ticks = __atomic_load_n(&page_purger.ticks, __ATOMIC_RELAXED);
     st->purger_pages = __atomic_load_n(&page_purger.pages, __ATOMIC_RELAXED);
     st->purger_drained = __atomic_load_n(&page_purger.drained, __ATOMIC_RELAXED);
+    st->pcp_fresh_drains = __atomic_load_n(&page_pcp_fresh_drains, __ATOMIC_RELAXED);
     if (pcp_enabled)
         for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
             for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)

@@ -1,0 +1,107 @@
+/*
+ * pcp_fresh — free pages parked on a per-CPU list of one order serve a
+ * request of another order before the zone hands out never-used memory
+ * (page.c, pcp_drain_before_fresh), on a thread pinned to one CPU:
+ *  - order-0 pages written and freed stay on this CPU's order-0 list, the
+ *    zone holds no free resident memory;
+ *  - order-2 requests then drain the lists into the zone (once), where
+ *    the pages merge with their buddies, and are served from them: the
+ *    blocks lie among the freed pages and are not fresh (PG_ZEROED clear);
+ *  - a list holding less than twice the request's batch is left alone
+ *    (no drain for a few stray pages);
+ *  - the books balance (accounting.h).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+
+#include "accounting.h"
+
+#define NSMALL 96   /* order-0 pages: under the order-0 high watermark */
+#define NBIG 16     /* order-2 blocks: 64 pages, fewer than NSMALL */
+
+static char *small[NSMALL], *big[NBIG];
+
+static struct page_stats stats(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st;
+}
+
+int main(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int c = 0;
+        while (c < CPU_SETSIZE && !CPU_ISSET(c, &set))
+            c++;
+        CPU_ZERO(&set);
+        CPU_SET(c, &set);
+        sched_setaffinity(0, sizeof set, &set);
+    }
+    acct_no_purger();
+    if (!sk_opt.pcp)
+        skip_all("per-CPU page lists are off (pcp=0)");
+    page_init();
+    if (page_pcp.high[0] < NSMALL + 1)
+        skip_all("order-0 high watermark %u is under %d", page_pcp.high[0], NSMALL + 1);
+
+    /* Pages written (resident), freed onto this CPU's order-0 list. */
+    page_drain_pcp();
+    char *lo = NULL, *hi = NULL;
+    for (int i = 0; i < NSMALL; i++) {
+        small[i] = sk_alloc_pages(0);
+        if (!small[i])
+            BAIL("sk_alloc_pages(0) failed");
+        memset(small[i], 0x5a, SK_PAGE_SIZE);
+        if (!lo || small[i] < lo)
+            lo = small[i];
+        if (!hi || small[i] + SK_PAGE_SIZE > hi)
+            hi = small[i] + SK_PAGE_SIZE;
+    }
+    for (int i = 0; i < NSMALL; i++)
+        sk_free_pages(small[i], 0);
+    struct page_stats st = stats();
+    ok(st.pcp_pages >= NSMALL, "%d order-0 pages freed stay on the per-CPU list (%lu pages there)", NSMALL,
+       st.pcp_pages);
+    unsigned long dirty0 = st.dirty_pages, drains0 = st.pcp_fresh_drains;
+
+    /* Order-2 requests: no free resident block of order 2 in the zone. */
+    int inside = 0, fresh = 0;
+    for (int i = 0; i < NBIG; i++) {
+        big[i] = sk_alloc_pages(2);
+        if (!big[i])
+            BAIL("sk_alloc_pages(2) failed");
+        inside += big[i] >= lo && big[i] < hi;
+        struct sk_page *pg = page_find_head(big[i]);
+        fresh += pg && (pg_flags(pg) & PG_ZEROED);
+    }
+    st = stats();
+    is(st.pcp_fresh_drains - drains0, 1, "the first order-2 request drained the lists, once");
+    ok(inside >= NBIG * 3 / 4, "order-2 blocks come from the freed order-0 pages (%d of %d inside them)", inside,
+       NBIG);
+    ok(fresh <= NBIG / 4, "and are not fresh memory (%d of %d fresh)", fresh, NBIG);
+    diag("free resident pages in the zone: %lu before, %lu after", dirty0, st.dirty_pages);
+    for (int i = 0; i < NBIG; i++)
+        sk_free_pages(big[i], 2);
+
+    /* A few stray pages on a list are not worth a drain. */
+    page_drain_pcp();
+    page_release_free(true);
+    small[0] = sk_alloc_pages(0);
+    small[1] = sk_alloc_pages(0);
+    page_drain_pcp();      /* the batch the refill left */
+    sk_free_pages(small[0], 0);
+    sk_free_pages(small[1], 0);
+    drains0 = stats().pcp_fresh_drains;
+    big[0] = sk_alloc_pages(3);
+    is(stats().pcp_fresh_drains, drains0, "two pages on a list: an order-3 request drains nothing");
+    sk_free_pages(big[0], 3);
+
+    page_drain_pcp();
+    struct acct_result r;
+    acct_check(NULL, 0, &r);
+    is(r.overlaps + r.unaccounted + r.misaligned + r.bad_state + r.unmerged + r.stats_mismatch + r.stale, 0,
+       "the books balance");
+    return done_testing();
+}
