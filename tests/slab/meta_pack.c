@@ -1,0 +1,124 @@
+/*
+ * meta_pack — what the caches' metadata costs a process that uses few of
+ * them (cache.c, meta_zalloc):
+ *  - the cache structs are packed: the 41 kmalloc caches' structs span no
+ *    more pages than their bytes need (they sat on a page each when the
+ *    per-CPU arrays were inline);
+ *  - the per-CPU arrays, slab_cpu arrays and barns of classes never used
+ *    are never touched: the pages that hold only those of kmalloc-20480 to
+ *    kmalloc-32768 are not resident (mincore);
+ *  - using one of those classes touches its own.
+ */
+#define _GNU_SOURCE
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "slab/slab.h"
+#include "tap.h"
+
+static struct slab_cache *by_name(const char *name)
+{
+    for (struct slab_cache *c = slab_caches(); c; c = c->next)
+        if (!strcmp(c->name, name))
+            return c;
+    return NULL;
+}
+
+/* Resident pages among the whole pages inside [lo, hi). */
+static long resident_inside(uintptr_t lo, uintptr_t hi, long *pages)
+{
+    uintptr_t a = SK_ALIGN_UP(lo, SK_PAGE_SIZE), b = SK_ALIGN_DOWN(hi, SK_PAGE_SIZE);
+    *pages = 0;
+    if (b <= a)
+        return 0;
+    size_t n = (b - a) / SK_PAGE_SIZE;
+    unsigned char vec[256];
+    if (n > sizeof vec)
+        n = sizeof vec;
+    if (mincore((void *)a, n * SK_PAGE_SIZE, vec) != 0)
+        return -1;
+    long r = 0;
+    for (size_t i = 0; i < n; i++)
+        r += vec[i] & 1;
+    *pages = (long)n;
+    return r;
+}
+
+/* The span of a cache's per-CPU metadata (arrays, slab_cpu, barn). */
+static void percpu_span(const struct slab_cache *c, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t p[3] = { (uintptr_t)c->arrays, (uintptr_t)c->cpu, (uintptr_t)c->node[0].barn.objs };
+    uintptr_t e[3] = { p[0] + cpu_arrays_bytes(), p[1] + sizeof(struct slab_cpu) * (size_t)cpu_nr_ids,
+                       p[2] + SLAB_BARN_MAX * sizeof(void *) };
+    *lo = UINTPTR_MAX;
+    *hi = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!p[i])
+            continue;
+        if (p[i] < *lo)
+            *lo = p[i];
+        if (e[i] > *hi)
+            *hi = e[i];
+    }
+}
+
+int main(void)
+{
+    if (sk_opt.allocator != SK_ALLOC_SLUB || !sk_opt.sheaves)
+        skip_all("the layout under test is SLUB's with sheaves");
+    void *volatile first = malloc(16);
+    free(first);
+    if (slab_init() != 0)
+        BAIL("slab_init failed");
+
+    /* Structs: packed. */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    unsigned n = 0;
+    for (struct slab_cache *c = slab_caches(); c; c = c->next) {
+        if (!c->kmalloc)
+            continue;
+        n++;
+        if ((uintptr_t)c < lo)
+            lo = (uintptr_t)c;
+        if ((uintptr_t)c + sizeof *c > hi)
+            hi = (uintptr_t)c + sizeof *c;
+    }
+    size_t need = (n * SK_ALIGN_UP(sizeof(struct slab_cache), (size_t)CACHE_LINE) + SK_PAGE_SIZE - 1) / SK_PAGE_SIZE;
+    size_t spans = (SK_ALIGN_UP(hi, SK_PAGE_SIZE) - SK_ALIGN_DOWN(lo, SK_PAGE_SIZE)) / SK_PAGE_SIZE;
+    ok(n >= 40 && spans <= need + 1, "%u kmalloc cache structs span %zu pages (their bytes need %zu)", n, spans,
+       need);
+
+    /* Classes from 20 KiB up: never used here, their per-CPU metadata
+     * untouched. */
+    static const char *const big[] = { "kmalloc-20480", "kmalloc-24576", "kmalloc-28672", "kmalloc-32768" };
+    uintptr_t blo = UINTPTR_MAX, bhi = 0;
+    int found = 0;
+    for (unsigned i = 0; i < sizeof big / sizeof big[0]; i++) {
+        struct slab_cache *c = by_name(big[i]);
+        if (!c)
+            continue;
+        found++;
+        uintptr_t a, b;
+        percpu_span(c, &a, &b);
+        if (a < blo)
+            blo = a;
+        if (b > bhi)
+            bhi = b;
+    }
+    if (found != 4)
+        BAIL("kmalloc-20480..32768 not all there (%d)", found);
+    long pages, res = resident_inside(blo, bhi, &pages);
+    ok(bhi - blo < (64u << 10) && pages >= 4 && res == 0,
+       "the per-CPU metadata of 4 classes never used is not resident (%ld of %ld whole pages)", res, pages);
+
+    /* Using one touches its own. */
+    struct slab_cache *c = by_name("kmalloc-24576");
+    void *volatile p = malloc(24000);   /* volatile: the pair stays */
+    memset(p, 1, 64);
+    free(p);
+    long apages, ares = resident_inside(SK_ALIGN_DOWN((uintptr_t)c->arrays, SK_PAGE_SIZE),
+                                        SK_ALIGN_UP((uintptr_t)c->arrays + cpu_arrays_bytes(), SK_PAGE_SIZE),
+                                        &apages);
+    ok(ares >= 1, "a malloc(24000) and free touch kmalloc-24576's arrays (%ld of %ld pages resident)", ares, apages);
+    return done_testing();
+}
