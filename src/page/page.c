@@ -47,7 +47,7 @@
  * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
  * until drained back, and they count in no zone total.  They are drained
  * back before a request would take never-used memory while they hold
- * enough (pcp_drain_before_fresh).
+ * enough (zone_drain_before_fresh).
  *
  * Aging: recently freed blocks are reused first (dirty lists are LIFO and
  * searched before clean ones).  Blocks free for longer than decay_ms, and
@@ -496,11 +496,58 @@ static struct zone *zone_here(void)
     return &page_zones[0];   /* one node here; the structures allow more */
 }
 
-static struct sk_page *zone_alloc(struct zone *z, unsigned order)
+/*
+ * Free pages parked on per-CPU lists serve only their own order on their
+ * own CPU.  A program that moves from one size to another (slabs of one
+ * order freed, slabs of another wanted) or from one CPU to another would
+ * otherwise touch fresh memory, a new resident page for each, while up to
+ * a megabyte per CPU of its own free pages sits on the lists.  So when a
+ * request of the lists' zone finds no free resident block of its order or
+ * above, and the lists hold enough to matter (twice the request's batch),
+ * they go back to the zone first, where their blocks merge with their
+ * buddies and serve it: the kernel drains the pcp lists (drain_all_pages)
+ * before it reclaims, for the same reason.
+ */
+/* Whether a free resident block of `order` or above is there (zone->lock
+ * held). */
+static bool zone_has_dirty(const struct zone *z, unsigned order)
+{
+    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
+        if (z->dirty[o].head)
+            return true;
+    return false;
+}
+
+/* Called with z->lock held by a request of `order` that the per-CPU lists
+ * may serve after a drain (drain_pcp): true when it dropped the lock and
+ * drained them (the caller starts over, without draining again). */
+static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool drain_pcp)
+{
+    if (!drain_pcp || !pcp_enabled || zone_has_dirty(z, order))
+        return false;
+    unsigned long pages = 0;
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
+            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    unsigned long want = order <= PCP_MAX_ORDER ? (unsigned long)page_pcp.batch[order] << order : 1ul << order;
+    if (pages < 2 * want)
+        return false;
+    lock_release(&z->lock);
+    __atomic_fetch_add(&page_pcp_fresh_drains, 1, __ATOMIC_RELAXED);
+    page_drain_pcp();
+    return true;
+}
+
+/* A block of `order` (drain_pcp: from the zone the per-CPU lists feed). */
+static struct sk_page *zone_alloc(struct zone *z, unsigned order, bool drain_pcp)
 {
     for (;;) {
         bool clean;
         lock_acquire(&z->lock);
+        if (zone_drain_before_fresh(z, order, drain_pcp)) {
+            drain_pcp = false;
+            continue;
+        }
         unsigned long gen = z->grow_gen;
         struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
@@ -520,12 +567,16 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order)
 }
 
 /* Take up to n blocks of `order` for a per-CPU list. */
-static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
+static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n, bool drain_pcp)
 {
     unsigned got = 0;
     while (got == 0) {
         bool clean;
         lock_acquire(&z->lock);
+        if (zone_drain_before_fresh(z, order, drain_pcp)) {
+            drain_pcp = false;
+            continue;
+        }
         unsigned long gen = z->grow_gen;
         while (got < n) {
             struct sk_page *pg = zone_take(z, order, &clean);
@@ -607,44 +658,6 @@ int page_init(void)
     return r;
 }
 
-/*
- * Free pages parked on per-CPU lists serve only their own order on their
- * own CPU.  A program that moves from one size to another (slabs of one
- * order freed, slabs of another wanted) or from one CPU to another would
- * otherwise touch fresh memory, a new resident page for each, while up to
- * a megabyte per CPU of its own free pages sits on the lists.  So before a
- * request takes never-used memory from the zone (no free resident block
- * of its order or above), the lists go back to the zone when they hold
- * enough to matter (twice the request's batch), where their blocks merge
- * with their buddies and serve it: the kernel drains the pcp lists
- * (drain_all_pages) before it reclaims, for the same reason.  Unlocked
- * peeks: a wrong guess costs one drain or one fresh block.
- */
-/* Whether a free resident block of `order` or above is there (zone->lock
- * held, or a peek). */
-static bool zone_has_dirty(const struct zone *z, unsigned order)
-{
-    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
-        if (__atomic_load_n(&z->dirty[o].head, __ATOMIC_RELAXED))
-            return true;
-    return false;
-}
-
-static void pcp_drain_before_fresh(struct zone *z, unsigned order)
-{
-    if (!pcp_enabled || zone_has_dirty(z, order))
-        return;
-    unsigned long pages = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
-            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
-    unsigned long want = order <= PCP_MAX_ORDER ? (unsigned long)page_pcp.batch[order] << order : 1ul << order;
-    if (pages < 2 * want)
-        return;
-    __atomic_fetch_add(&page_pcp_fresh_drains, 1, __ATOMIC_RELAXED);
-    page_drain_pcp();
-}
-
 struct sk_page *page_alloc(unsigned order)
 {
     if (order > SK_MAX_ORDER) {
@@ -660,8 +673,7 @@ struct sk_page *page_alloc(unsigned order)
         if (pcp_enabled) {
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
-            pcp_drain_before_fresh(zone_here(), order);
-            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
+            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order], true);
             if (n == 0) {
                 errno = ENOMEM;
                 return NULL;
@@ -683,8 +695,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    pcp_drain_before_fresh(zone_here(), order);
-    return zone_alloc(zone_here(), order);
+    return zone_alloc(zone_here(), order, true);
 }
 
 void page_free(struct sk_page *pg, unsigned order)
@@ -830,7 +841,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
             return pg;
         }
     }
-    pg = zone_alloc(z, order);
+    pg = zone_alloc(z, order, false);
     if (!pg)
         return NULL;
     if (nr_pages < ((size_t)1 << order)) {

@@ -217,7 +217,7 @@ struct page_stats {
      * per-CPU lists. */
     unsigned long purger_wakeups, purger_ticks, purger_pages, purger_drained;
     /* Times the per-CPU lists went back to the zone before a request
-     * would have taken never-used memory (page.c, pcp_drain_before_fresh). */
+     * would have taken never-used memory (page.c, zone_drain_before_fresh). */
     unsigned long pcp_fresh_drains;
 };
 void page_stats(struct page_stats *st);

@@ -1,7 +1,7 @@
 /*
  * pcp_fresh — free pages parked on a per-CPU list of one order serve a
  * request of another order before the zone hands out never-used memory
- * (page.c, pcp_drain_before_fresh), on a thread pinned to one CPU:
+ * (page.c, zone_drain_before_fresh), on a thread pinned to one CPU:
  *  - order-0 pages written and freed stay on this CPU's order-0 list, the
  *    zone holds no free resident memory;
  *  - order-2 requests then drain the lists into the zone (once), where
