@@ -180,6 +180,7 @@ static void leak_check_at_exit(void)
 __attribute__((constructor)) static void malloc_layer_load(void)
 {
     atfork_register();
+    os_leader_watch();    /* the constructor runs on the leader (os.h) */
     exit_output_open();
     if (sk_opt.leak_check > 0)
         atexit(leak_check_at_exit);

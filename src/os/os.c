@@ -361,6 +361,11 @@ int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+static pthread_key_t leader_key;
+static int leader_key_state;      /* 0 none, 1 made, -1 refused */
+static int leader_gone;
+static void (*leader_fn)(void);
+
 static uintptr_t own_tcb[OS_OWN_THREADS];
 static unsigned own_nr;
 
@@ -375,6 +380,67 @@ unsigned os_own_threads(uintptr_t tcb[OS_OWN_THREADS])
 void os_threads_atfork_child(void)
 {
     __atomic_store_n(&own_nr, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&leader_gone, 0, __ATOMIC_RELAXED);
+    os_leader_watch();      /* the forking thread leads the child */
+}
+
+static void leader_exit(void *v)
+{
+    (void)v;
+    if (os_gettid() != getpid())
+        return;
+    __atomic_store_n(&leader_gone, 1, __ATOMIC_RELEASE);
+    void (*fn)(void) = __atomic_load_n(&leader_fn, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn();
+}
+
+void os_leader_watch(void)
+{
+    if (os_gettid() != getpid())
+        return;           /* loaded by dlopen on another thread: not watched */
+    if (!leader_key_state)
+        leader_key_state = pthread_key_create(&leader_key, leader_exit) == 0 ? 1 : -1;
+    if (leader_key_state > 0)
+        pthread_setspecific(leader_key, (void *)1);
+}
+
+void os_leader_hook(void (*fn)(void))
+{
+    __atomic_store_n(&leader_fn, fn, __ATOMIC_RELEASE);
+}
+
+bool os_leader_gone(void)
+{
+    return __atomic_load_n(&leader_gone, __ATOMIC_ACQUIRE) != 0;
+}
+
+bool os_only_own_threads_left(void)
+{
+    /* /proc/self/stat: "pid (comm) state ..." with num_threads the 20th
+     * field; comm may hold spaces and parentheses, so count from the last
+     * ')'. */
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return false;
+    int field = 2;    /* ')' ends field 2; one space before each next */
+    for (p++; *p && field < 20; p++)
+        if (*p == ' ')
+            field++;
+    long threads = strtol(p, NULL, 10);
+    /* A leader that called pthread_exit stays a zombie, counted, until the
+     * whole group has exited. */
+    long others = (long)__atomic_load_n(&own_nr, __ATOMIC_ACQUIRE) + (os_leader_gone() ? 1 : 0);
+    return threads > 0 && threads <= others;
 }
 
 int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack)

@@ -117,6 +117,25 @@ int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t sta
 #define OS_OWN_THREADS 4
 unsigned os_own_threads(uintptr_t tcb[OS_OWN_THREADS]);
 void os_threads_atfork_child(void);
+/*
+ * A process ends when its last thread does: a program whose main thread
+ * calls pthread_exit ends when its other threads have.  slabkit's own
+ * threads must not keep it alive (they count as threads to glibc and the
+ * kernel, and they block every signal, so such a process could not even
+ * be stopped by SIGTERM).  os_leader_watch(), called on the process's
+ * leader thread (the library's constructor, a fork child), arranges that
+ * the leader's pthread_exit is noticed (a thread-specific destructor):
+ * os_leader_gone() then says so and the hook set by os_leader_hook runs
+ * (the purger's wake-up).  os_only_own_threads_left() reads the thread
+ * count from /proc/self/stat: true when only slabkit's helpers remain
+ * (and the exited leader, which the count keeps until the group ends),
+ * and a helper then ends the process with exit(0), as glibc's last thread
+ * does.
+ */
+void os_leader_watch(void);
+void os_leader_hook(void (*fn)(void));
+bool os_leader_gone(void);
+bool os_only_own_threads_left(void);
 
 /* ---- output ---- */
 /* Format into a stack buffer and write(2) it: never allocates. */

@@ -42,6 +42,13 @@
  * drained off a per-CPU list go to the zone with lock_acquire: the process
  * is idle then, and those blocks have nowhere else to go.
  *
+ * The last thread: when the program's leader has called pthread_exit
+ * (os_leader_gone; its exit wakes the purger), the purger checks, at each
+ * tick and in steps while idle, whether only slabkit's own threads are
+ * left, and then ends the process with exit(0), as glibc's last thread
+ * would: counted as a thread and blocking every signal, it would keep the
+ * process alive, unkillable by SIGTERM.
+ *
  * fork: the child has no purger thread.  page_atfork_child puts blocks
  * caught mid-purge back on the lists and calls purge_atfork_child, which
  * makes state NONE and work 0: the child starts its own thread, lazily,
@@ -52,6 +59,7 @@
  * nested with it.  No other lock.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "page/page_internal.h"
@@ -66,8 +74,16 @@ struct page_purger page_purger;
 /* Per-CPU list operation counts seen at the last tick (purger only). */
 static uint32_t pcp_seen[(PCP_MAX_ORDER + 1) * (CPU_MAX_IDS + 1)];   /* + the shared slot */
 
+/* The leader's pthread_exit (os.c): wake the purger, which then watches
+ * for the program's last thread. */
+static void purge_leader_gone(void)
+{
+    os_futex_wake(&page_purger.work, 1);
+}
+
 void purge_init(void)
 {
+    os_leader_hook(purge_leader_gone);
     if (!sk_opt.background) {
         __atomic_store_n(&page_purger.work, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&page_purger.state, PURGER_OFF, __ATOMIC_RELEASE);
@@ -126,8 +142,22 @@ static void *purger_main(void *arg)
     (void)arg;
     unsigned long seq[MAX_NUMNODES] = { 0 };
     for (;;) {
-        while (__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE) == 0)
-            os_futex_wait(&page_purger.work, 0, -1);
+        while (__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE) == 0) {
+            if (!os_leader_gone()) {
+                os_futex_wait(&page_purger.work, 0, -1);
+                continue;
+            }
+            /* The leader called pthread_exit: wait in steps (10 ms up to a
+             * second) for the program's other threads, and end the process
+             * when only slabkit's own are left. */
+            for (uint64_t ms = 10; !__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE); ms = ms < 1000 ? ms * 2 : ms) {
+                if (os_only_own_threads_left())
+                    exit(0);
+                os_futex_wait(&page_purger.work, 0, (int64_t)ms * 1000000);
+            }
+        }
+        if (os_leader_gone() && os_only_own_threads_left())
+            exit(0);
         os_sleep_ms(tick_ms());
         if (!purge_tick(seq))
             purge_try_sleep(seq);

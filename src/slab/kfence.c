@@ -397,9 +397,16 @@ static void segv_handler(int sig, siginfo_t *si, void *ucp)
 static void *kfence_timer(void *arg)
 {
     (void)arg;
-    uint64_t ms = (uint64_t)sk_opt.kfence;
+    uint64_t ms = (uint64_t)sk_opt.kfence, checked = 0;
     for (;;) {
         os_sleep_ms(ms);
+        /* The leader called pthread_exit: end the process when only
+         * slabkit's threads are left (os.h), checked every 100 ms. */
+        if (os_leader_gone() && os_now_ms_coarse() - checked >= 100) {
+            checked = os_now_ms_coarse();
+            if (os_only_own_threads_left())
+                exit(0);
+        }
         if (__atomic_load_n(&arm_state, __ATOMIC_ACQUIRE) != ARM_IDLE ||
             !__atomic_load_n(&fifo_count, __ATOMIC_RELAXED))
             continue;
