@@ -78,6 +78,22 @@ static inline int first_two_cpus(int *a, int *b)
     return *b >= 0;
 }
 
+/* Pin the calling thread to the first CPU it may run on (so that its
+ * per-CPU lists and arrays are the same ones throughout); the CPU, or -1
+ * when the kernel refuses. */
+static inline int pin_first_cpu(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    int c = 0;
+    while (c < CPU_SETSIZE && !CPU_ISSET(c, &set))
+        c++;
+    CPU_ZERO(&set);
+    CPU_SET(c, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? c : -1;
+}
+
 /* Pin the calling thread to one CPU: 0, or -1 when the kernel refuses. */
 static inline int pin_thread(int cpu)
 {

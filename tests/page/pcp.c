@@ -14,6 +14,7 @@
 #include <sched.h>
 
 #include "accounting.h"
+#include "cpus.h"
 
 #define NBLK 600
 static struct acct_block blk[NBLK];
@@ -35,15 +36,7 @@ static unsigned long pcp_total(void)
 int main(void)
 {
     /* One CPU: this thread's list is the same one throughout. */
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int c = 0;
-        while (c < CPU_SETSIZE && !CPU_ISSET(c, &set))
-            c++;
-        CPU_ZERO(&set);
-        CPU_SET(c, &set);
-        sched_setaffinity(0, sizeof set, &set);
-    }
+    pin_first_cpu();
     acct_no_purger();
     if (!sk_opt.pcp)
         skip_all("per-CPU page lists are off (pcp=0)");

@@ -15,6 +15,7 @@
 #include <sched.h>
 
 #include "accounting.h"
+#include "cpus.h"
 
 #define NSMALL 96   /* order-0 pages: under the order-0 high watermark */
 #define NBIG 16     /* order-2 blocks: 64 pages, fewer than NSMALL */
@@ -30,15 +31,7 @@ static struct page_stats stats(void)
 
 int main(void)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int c = 0;
-        while (c < CPU_SETSIZE && !CPU_ISSET(c, &set))
-            c++;
-        CPU_ZERO(&set);
-        CPU_SET(c, &set);
-        sched_setaffinity(0, sizeof set, &set);
-    }
+    pin_first_cpu();
     acct_no_purger();
     if (!sk_opt.pcp)
         skip_all("per-CPU page lists are off (pcp=0)");
