@@ -508,6 +508,18 @@ static struct zone *zone_here(void)
  * buddies and serve it: the kernel drains the pcp lists (drain_all_pages)
  * before it reclaims, for the same reason.
  */
+#define FRESH_DRAIN_MS 10
+
+/* Pages on every CPU's lists, all orders (a snapshot). */
+static unsigned long pcp_pages(void)
+{
+    unsigned long pages = 0;
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
+            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    return pages;
+}
+
 /* Whether a free resident block of `order` or above is there (zone->lock
  * held). */
 static bool zone_has_dirty(const struct zone *z, unsigned order)
@@ -525,13 +537,17 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool drain_p
 {
     if (!drain_pcp || !pcp_enabled || zone_has_dirty(z, order))
         return false;
-    unsigned long pages = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
-            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    /* At most one drain per FRESH_DRAIN_MS: it interrupts every CPU
+     * (membarrier), and a program that grows while it frees would find
+     * its lists refilled at every refill. */
+    uint64_t now = os_now_ms_coarse();
+    if (now - z->fresh_drain_at < FRESH_DRAIN_MS)
+        return false;
+    unsigned long pages = pcp_pages();
     unsigned long want = order <= PCP_MAX_ORDER ? (unsigned long)page_pcp.batch[order] << order : 1ul << order;
     if (pages < 2 * want)
         return false;
+    z->fresh_drain_at = now;
     lock_release(&z->lock);
     __atomic_fetch_add(&page_pcp_fresh_drains, 1, __ATOMIC_RELAXED);
     page_drain_pcp();
@@ -1172,10 +1188,7 @@ void page_stats(struct page_stats *st)
     st->purger_pages = __atomic_load_n(&page_purger.pages, __ATOMIC_RELAXED);
     st->purger_drained = __atomic_load_n(&page_purger.drained, __ATOMIC_RELAXED);
     st->pcp_fresh_drains = __atomic_load_n(&page_pcp_fresh_drains, __ATOMIC_RELAXED);
-    if (pcp_enabled)
-        for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-            for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
-                st->pcp_pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    st->pcp_pages = pcp_enabled ? pcp_pages() : 0;
 }
 
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg)

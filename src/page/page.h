@@ -139,6 +139,7 @@ struct zone {
      * dirtied_at (splits keep the parent's age, merges the oldest part's),
      * so once dirtied_at is decay_ms old, all of them are. */
     uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
+    uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c) */
     unsigned long dirty_seq;           /* frees that made dirty blocks */
 };
 

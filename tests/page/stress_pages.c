@@ -9,7 +9,8 @@
  * the per-CPU lists and returns free memory to the OS meanwhile.  A block
  * handed out as zeroed (PG_ZEROED) must read zero.  At the end everything
  * is freed and the books (accounting.h) must balance, with every slice
- * coalesced into one block.
+ * coalesced into one block.  The drain of every CPU's lists that an
+ * allocation makes before it takes fresh memory must have run meanwhile.
  * Usage: stress_pages [milliseconds]   (default 1500)
  *
  * TSAN: yes
@@ -238,6 +239,13 @@ int main(int argc, char **argv)
     is(bad_zero, 0, "every block handed out as zeroed read zero");
 
     struct page_stats st;
+    page_stats(&st);
+    /* The drain a request makes before it takes fresh memory
+     * (page.c, zone_drain_before_fresh) empties other CPUs' lists while
+     * their threads push and pop: it must have run during the stress. */
+    ok(!sk_opt.pcp || st.pcp_fresh_drains > 0,
+       "allocations drained the per-CPU lists before taking fresh memory %lu times during the stress",
+       st.pcp_fresh_drains);
     unsigned long smaller = acct_all_freed(&st);
     ok(st.free_blocks[SK_MAX_ORDER] == st.managed_pages >> SK_MAX_ORDER && smaller == 0,
        "all freed: %lu slices coalesced into %lu blocks of order %d (%lu smaller blocks)",
