@@ -415,7 +415,7 @@ bool os_leader_gone(void)
     return __atomic_load_n(&leader_gone, __ATOMIC_ACQUIRE) != 0;
 }
 
-bool os_only_own_threads_left(void)
+static bool only_own_threads_left(void)
 {
     /* /proc/self/stat: "pid (comm) state ..." with num_threads the 20th
      * field; comm may hold spaces and parentheses, so count from the last
@@ -439,8 +439,14 @@ bool os_only_own_threads_left(void)
     long threads = strtol(p, NULL, 10);
     /* A leader that called pthread_exit stays a zombie, counted, until the
      * whole group has exited. */
-    long others = (long)__atomic_load_n(&own_nr, __ATOMIC_ACQUIRE) + (os_leader_gone() ? 1 : 0);
+    long others = (long)__atomic_load_n(&own_nr, __ATOMIC_ACQUIRE) + 1;
     return threads > 0 && threads <= others;
+}
+
+void os_exit_if_orphaned(void)
+{
+    if (os_leader_gone() && only_own_threads_left())
+        exit(0);
 }
 
 int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack)

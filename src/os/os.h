@@ -126,16 +126,16 @@ void os_threads_atfork_child(void);
  * leader thread (the library's constructor, a fork child), arranges that
  * the leader's pthread_exit is noticed (a thread-specific destructor):
  * os_leader_gone() then says so and the hook set by os_leader_hook runs
- * (the purger's wake-up).  os_only_own_threads_left() reads the thread
- * count from /proc/self/stat: true when only slabkit's helpers remain
- * (and the exited leader, which the count keeps until the group ends),
- * and a helper then ends the process with exit(0), as glibc's last thread
- * does.
+ * (the purger's wake-up).  os_exit_if_orphaned(), from a helper, then
+ * reads the thread count from /proc/self/stat and, when only slabkit's
+ * helpers remain (and the exited leader, which the count keeps until the
+ * group ends), ends the process with exit(0), as glibc's last thread
+ * does; before the leader is gone it returns at once.
  */
 void os_leader_watch(void);
 void os_leader_hook(void (*fn)(void));
 bool os_leader_gone(void);
-bool os_only_own_threads_left(void);
+void os_exit_if_orphaned(void);
 
 /* ---- output ---- */
 /* Format into a stack buffer and write(2) it: never allocates. */

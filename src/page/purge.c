@@ -59,7 +59,6 @@
  * nested with it.  No other lock.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "page/page_internal.h"
@@ -137,27 +136,31 @@ static bool purge_try_sleep(const unsigned long seq[MAX_NUMNODES])
     return true;
 }
 
+/* Sleep until there is work: on the futex with no timeout, or, once the
+ * leader has called pthread_exit, in steps (10 ms doubling to a second),
+ * each of which ends the process if only slabkit's threads are left. */
+static void purger_wait_work(void)
+{
+    uint64_t ms = 10;
+    while (__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE) == 0) {
+        if (!os_leader_gone()) {
+            os_futex_wait(&page_purger.work, 0, -1);
+            continue;
+        }
+        os_exit_if_orphaned();
+        os_futex_wait(&page_purger.work, 0, (int64_t)ms * 1000000);
+        if (ms < 1000)
+            ms *= 2;
+    }
+}
+
 static void *purger_main(void *arg)
 {
     (void)arg;
     unsigned long seq[MAX_NUMNODES] = { 0 };
     for (;;) {
-        while (__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE) == 0) {
-            if (!os_leader_gone()) {
-                os_futex_wait(&page_purger.work, 0, -1);
-                continue;
-            }
-            /* The leader called pthread_exit: wait in steps (10 ms up to a
-             * second) for the program's other threads, and end the process
-             * when only slabkit's own are left. */
-            for (uint64_t ms = 10; !__atomic_load_n(&page_purger.work, __ATOMIC_ACQUIRE); ms = ms < 1000 ? ms * 2 : ms) {
-                if (os_only_own_threads_left())
-                    exit(0);
-                os_futex_wait(&page_purger.work, 0, (int64_t)ms * 1000000);
-            }
-        }
-        if (os_leader_gone() && os_only_own_threads_left())
-            exit(0);
+        purger_wait_work();
+        os_exit_if_orphaned();
         os_sleep_ms(tick_ms());
         if (!purge_tick(seq))
             purge_try_sleep(seq);

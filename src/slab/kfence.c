@@ -404,8 +404,7 @@ static void *kfence_timer(void *arg)
          * slabkit's threads are left (os.h), checked every 100 ms. */
         if (os_leader_gone() && os_now_ms_coarse() - checked >= 100) {
             checked = os_now_ms_coarse();
-            if (os_only_own_threads_left())
-                exit(0);
+            os_exit_if_orphaned();
         }
         if (__atomic_load_n(&arm_state, __ATOMIC_ACQUIRE) != ARM_IDLE ||
             !__atomic_load_n(&fifo_count, __ATOMIC_RELAXED))
