@@ -530,12 +530,13 @@ static bool zone_has_dirty(const struct zone *z, unsigned order)
     return false;
 }
 
-/* Called with z->lock held by a request of `order` that the per-CPU lists
- * may serve after a drain (drain_pcp): true when it dropped the lock and
- * drained them (the caller starts over, without draining again). */
-static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool drain_pcp)
+/* Called with z->lock held by a request of `order`: true when it dropped
+ * the lock and drained the per-CPU lists (the caller starts over).  Only
+ * for the zone they feed (zone_here; large blocks have a zone of their
+ * own), at most once a request (the caller passes `first`). */
+static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
 {
-    if (!drain_pcp || !pcp_enabled || zone_has_dirty(z, order))
+    if (!first || z != zone_here() || !pcp_enabled || zone_has_dirty(z, order))
         return false;
     /* At most one drain per FRESH_DRAIN_MS: it interrupts every CPU
      * (membarrier), and a program that grows while it frees would find
@@ -554,16 +555,13 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool drain_p
     return true;
 }
 
-/* A block of `order` (drain_pcp: from the zone the per-CPU lists feed). */
-static struct sk_page *zone_alloc(struct zone *z, unsigned order, bool drain_pcp)
+static struct sk_page *zone_alloc(struct zone *z, unsigned order)
 {
-    for (;;) {
+    for (bool first = true;; first = false) {
         bool clean;
         lock_acquire(&z->lock);
-        if (zone_drain_before_fresh(z, order, drain_pcp)) {
-            drain_pcp = false;
+        if (zone_drain_before_fresh(z, order, first))
             continue;
-        }
         unsigned long gen = z->grow_gen;
         struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
@@ -583,16 +581,14 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, bool drain_pcp
 }
 
 /* Take up to n blocks of `order` for a per-CPU list. */
-static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n, bool drain_pcp)
+static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
 {
     unsigned got = 0;
-    while (got == 0) {
+    for (bool first = true; got == 0; first = false) {
         bool clean;
         lock_acquire(&z->lock);
-        if (zone_drain_before_fresh(z, order, drain_pcp)) {
-            drain_pcp = false;
+        if (zone_drain_before_fresh(z, order, first))
             continue;
-        }
         unsigned long gen = z->grow_gen;
         while (got < n) {
             struct sk_page *pg = zone_take(z, order, &clean);
@@ -689,7 +685,7 @@ struct sk_page *page_alloc(unsigned order)
         if (pcp_enabled) {
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
-            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order], true);
+            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
             if (n == 0) {
                 errno = ENOMEM;
                 return NULL;
@@ -711,7 +707,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    return zone_alloc(zone_here(), order, true);
+    return zone_alloc(zone_here(), order);
 }
 
 void page_free(struct sk_page *pg, unsigned order)
@@ -857,7 +853,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
             return pg;
         }
     }
-    pg = zone_alloc(z, order, false);
+    pg = zone_alloc(z, order);
     if (!pg)
         return NULL;
     if (nr_pages < ((size_t)1 << order)) {
