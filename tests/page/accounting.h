@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpus.h"
 #include "page/page.h"
 #include "tap.h"
 
@@ -44,6 +45,18 @@ static inline void acct_no_purger(void)
 {
     os_options_init();
     os_options_parse("background=0");
+}
+
+/* The per-CPU list tests' start: this thread pinned to one CPU (so its
+ * lists are the same ones throughout), no purger, skipped with pcp=0,
+ * the page allocator up. */
+static inline void acct_pcp_start(void)
+{
+    pin_first_cpu();
+    acct_no_purger();
+    if (!sk_opt.pcp)
+        skip_all("per-CPU page lists are off (pcp=0)");
+    page_init();
 }
 
 static struct vm_slice *acct_slices[ACCT_MAX_SLICES];

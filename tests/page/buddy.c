@@ -12,6 +12,7 @@
  * tests/variants/pcp_off.t runs it again with SLABKIT_OPTIONS=pcp=0.
  * Usage: buddy [operations]
  */
+#define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,7 +14,6 @@
 #include <sched.h>
 
 #include "accounting.h"
-#include "cpus.h"
 
 #define NBLK 600
 static struct acct_block blk[NBLK];
@@ -35,12 +34,7 @@ static unsigned long pcp_total(void)
 
 int main(void)
 {
-    /* One CPU: this thread's list is the same one throughout. */
-    pin_first_cpu();
-    acct_no_purger();
-    if (!sk_opt.pcp)
-        skip_all("per-CPU page lists are off (pcp=0)");
-    page_init();
+    acct_pcp_start();
     int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
     diag("CPU %d, per-CPU arrays via %s", cpu, cpu_use_rseq ? "rseq" : "the lock fallback");
     is(pcp_total(), 0, "fresh process: every per-CPU list is empty");

@@ -15,7 +15,6 @@
 #include <sched.h>
 
 #include "accounting.h"
-#include "cpus.h"
 
 #define NSMALL 96   /* order-0 pages: under the order-0 high watermark */
 #define NBIG 16     /* order-2 blocks: 64 pages, fewer than NSMALL */
@@ -31,11 +30,7 @@ static struct page_stats stats(void)
 
 int main(void)
 {
-    pin_first_cpu();
-    acct_no_purger();
-    if (!sk_opt.pcp)
-        skip_all("per-CPU page lists are off (pcp=0)");
-    page_init();
+    acct_pcp_start();
     if (page_pcp.high[0] < NSMALL + 1)
         skip_all("order-0 high watermark %u is under %d", page_pcp.high[0], NSMALL + 1);
 
