@@ -29,7 +29,9 @@
  *  - not frozen, freelist == NULL: full, on no list.  The first free into a
  *    full slab freezes it in the same cmpxchg and puts it on the freeing
  *    CPU's partial list (or, with cpu_partial=0, on the node list under
- *    list_lock).
+ *    list_lock), unless that one free empties it (a chain of all its
+ *    objects) while the node keeps min_partial empty slabs: then no one
+ *    else can reach it and it is discarded at once.
  *  - counters.inuse counts objects not on slab->freelist: handed to users,
  *    in per-CPU arrays, or on a CPU's private freelist.
  * A CPU's private freelist (slab_cpu->freelist) holds objects of its CPU
@@ -58,7 +60,7 @@ void slab_add_partial(struct slab_node *n, struct sk_page *pg)
         n->partial->slab.prev = pg;
     __atomic_store_n(&n->partial, pg, __ATOMIC_RELAXED);   /* peeked unlocked */
     pg->list_gen = n->gen;
-    n->nr_partial++;
+    __atomic_store_n(&n->nr_partial, n->nr_partial + 1, __ATOMIC_RELAXED);   /* read unlocked (slab_free_chain) */
 }
 
 void slab_remove_partial(struct slab_node *n, struct sk_page *pg)
@@ -72,7 +74,7 @@ void slab_remove_partial(struct slab_node *n, struct sk_page *pg)
     if (pg->slab.next)
         pg->slab.next->slab.prev = pg->slab.prev;
     pg->list_gen = 0;
-    n->nr_partial--;
+    __atomic_store_n(&n->nr_partial, n->nr_partial - 1, __ATOMIC_RELAXED);
 }
 
 /* ---- slabs ---- */
@@ -282,7 +284,7 @@ static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
 {
     struct slab_node *n = &c->node[pg->node];
-    bool locked = false, was_frozen;
+    bool locked = false, was_frozen, whole;
     void *prior;
     union slab_counters old, new;
     for (;;) {
@@ -296,7 +298,15 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         new = old;
         new.inuse -= cnt;
         was_frozen = old.frozen;
-        if (!was_frozen && !locked) {
+        /* A full slab on no list emptied by this one chain (a one-object
+         * slab, or a batch flush that held all its objects): nobody else
+         * can reach it, so with enough empty slabs kept on the node it
+         * goes straight back to the page allocator, without the freeze,
+         * the CPU partial list and the list_lock SLUB would pass it
+         * through (the node count is a hint, read unlocked). */
+        whole = !was_frozen && !locked && !prior && new.inuse == 0 &&
+                __atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED) >= c->min_partial;
+        if (!was_frozen && !locked && !whole) {
             if (!prior && c->cpu_partial) {
                 new.frozen = 1;               /* full -> this CPU's partial list */
                 new.owner = slab_owner_here(c);
@@ -308,6 +318,10 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         }
         if (slab_cmpxchg(c, pg, prior, old.v, head, new.v))
             break;
+    }
+    if (whole) {
+        slab_discard(c, pg);
+        return 1;
     }
     if (!locked)
         return new.frozen && !was_frozen ? put_cpu_partial(c, pg) : 0;

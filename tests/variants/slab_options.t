@@ -14,15 +14,18 @@
 #     struct slab SLAB kept inside the slab before 2014), read from the
 #     slabinfo text of tests/slab/slabinfo_format and of tools/slabinfo
 #     (the SLAB-mode tests are in slab_classic.t);
+#   - tests/slab/whole_free with sheaves=0 (SLUB's own per-CPU freelists
+#     free through the same slab_free_chain), with cpu_partial=0 and with
+#     rseq off;
 #   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
-if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ]; then
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ] || [ ! -x "$S/whole_free" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..13"
+echo "1..16"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
@@ -38,6 +41,9 @@ check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
 check "stress_cross_cpu with cpu_partial=0 and rseq off" -e "via the lock fallback" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
+check "whole_free with sheaves=0" -- env SLABKIT_OPTIONS=sheaves=0 "$S/whole_free"
+check "whole_free with cpu_partial=0" -- env SLABKIT_OPTIONS=cpu_partial=0 "$S/whole_free"
+check "whole_free with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/whole_free"
 
 # objperslab of a kmalloc class from the slabinfo text under SLAB, with its
 # struct slab at the slab head (slab_mgmt=onslab) and in the page
