@@ -115,7 +115,6 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     pg->slab.counters = cnt.v;
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&n->total_objects, c->objects, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB, __ATOMIC_RELEASE);
     *freelist = s_mem;
     stat(c, SK_NEW_SLAB);
@@ -126,7 +125,6 @@ void slab_discard(struct slab_cache *c, struct sk_page *pg)
 {
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_sub(&n->total_objects, c->objects, __ATOMIC_RELAXED);
     size_t pages = (size_t)1 << c->order;
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
@@ -814,7 +812,6 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         }
         info->partial_slabs += n->nr_partial;
         info->num_slabs += __atomic_load_n(&n->nr_slabs, __ATOMIC_RELAXED);
-        info->num_objs += __atomic_load_n(&n->total_objects, __ATOMIC_RELAXED);
         lock_release(&n->list_lock);
         info->barn_objs += __atomic_load_n(&n->barn.count, __ATOMIC_RELAXED);
         info->barn_capacity += n->barn.cap;   /* only node 0 has a barn */

@@ -85,8 +85,7 @@ struct slab_node {
     struct sk_page *partial;      /* non-frozen slabs with free objects */
     unsigned long nr_partial;
     uint16_t gen;                 /* list generation (fork repair) */
-    unsigned long nr_slabs;       /* atomic */
-    unsigned long total_objects;  /* atomic */
+    unsigned long nr_slabs;       /* atomic; objects: nr_slabs * c->objects */
     struct slab_barn barn;
     struct slab_classic_node classic;  /* allocator=slab: its node lists */
     struct sk_page *full;         /* slub_debug: full slabs (list_lock), via
@@ -197,6 +196,7 @@ struct slab_info_counts {
 
 static inline void slab_info_derive(struct sk_cache_info *info, const struct slab_info_counts *k)
 {
+    info->num_objs = info->num_slabs * info->objs_per_slab;
     unsigned long free_objs = k->free_objs + info->array_objs + info->barn_objs;
     info->active_objs = free_objs < info->num_objs ? info->num_objs - free_objs : 0;
     uint64_t pushes = (k->ops + info->array_objs + k->batch_out - k->batch_in) / 2, pops = k->ops - pushes;

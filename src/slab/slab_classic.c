@@ -267,8 +267,7 @@ static bool cache_grow(struct slab_cache *c)
     slab_list_add(c, &n->classic, d);
     n->classic.free_objects += c->objects;
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&n->total_objects, c->objects, __ATOMIC_RELAXED);
-    lock_release(&n->list_lock);
+        lock_release(&n->list_lock);
     cstat(c, SK_NEW_SLAB);
     return true;
 }
@@ -356,7 +355,6 @@ static int free_block(struct slab_cache *c, void **objs, unsigned nr)
         if (d->active == 0 && cn->free_objects > cn->free_limit) {
             cn->free_objects -= c->objects;
             __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-            __atomic_fetch_sub(&n->total_objects, c->objects, __ATOMIC_RELAXED);
             pg->list_gen = 0;
             d->list.next = chain;
             chain = &d->list;
@@ -523,7 +521,6 @@ int slab_classic_shrink(struct slab_cache *c)
             slab_list_del(c, cn, d);
             cn->free_objects -= c->objects;
             __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-            __atomic_fetch_sub(&n->total_objects, c->objects, __ATOMIC_RELAXED);
             d->page->list_gen = 0;
             d->list.next = chain;
             chain = &d->list;

@@ -646,7 +646,7 @@ void slab_debug_calls_write(struct slab_cache *c, int fd)
         return;
     /* Room for every object's record (a snapshot: objects of slabs made
      * meanwhile are left out), and the table of sites. */
-    size_t max = __atomic_load_n(&c->node[0].total_objects, __ATOMIC_RELAXED) + 1;
+    size_t max = __atomic_load_n(&c->node[0].nr_slabs, __ATOMIC_RELAXED) * c->objects + 1;
     size_t bytes = SK_ALIGN_UP(max * sizeof(struct call_rec) + CALLS_MAX * sizeof(struct call_loc), SK_PAGE_SIZE);
     char *buf = os_map(bytes, SK_PAGE_SIZE);
     if (!buf) {

@@ -567,7 +567,6 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
         walk_slabs(r, ca, (uintptr_t)n->partial, n->nr_partial + 64, &k.free_objs, &k.empty_slabs, &approx);
         info->partial_slabs += n->nr_partial;
         info->num_slabs += n->nr_slabs;
-        info->num_objs += n->total_objects;
         info->barn_objs += n->barn.count;
         info->barn_capacity += n->barn.cap;
     }
