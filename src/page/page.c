@@ -197,6 +197,8 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, bool *clean_out
             if (!pg)
                 continue;
             uint64_t freed_at = pg->buddy.freed_at;
+            if (clean)
+                __atomic_store_n(&z->clean_takes, z->clean_takes + 1, __ATOMIC_RELAXED);
             unsigned long span = zone_remove(z, pg);
             *clean_out = zone_expand(z, pg, order, o, span, freed_at) == 0;
             return pg;

@@ -141,6 +141,9 @@ struct zone {
     uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
     uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c) */
     unsigned long dirty_seq;           /* frees that made dirty blocks */
+    unsigned long clean_takes;         /* blocks taken from the clean lists
+                                        * (not resident: RSS grows); atomic
+                                        * store, read unlocked */
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -222,6 +225,13 @@ struct page_stats {
     unsigned long pcp_fresh_drains;
 };
 void page_stats(struct page_stats *st);
+/* Blocks the slab zone has taken that were not resident (fresh or purged
+ * memory): a hint, read unlocked, that the slab layer polls to give back
+ * what idle caches keep before the heap grows further (slab_reap_poll). */
+static inline unsigned long page_clean_takes(void)
+{
+    return __atomic_load_n(&page_zones[0].clean_takes, __ATOMIC_RELAXED);
+}
 /* Walk every free block (tests): fn(address, order, clean). */
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg);
 

@@ -3,7 +3,8 @@
  * array capacity, partial limits), and the sk_cache_* API.
  *
  * Lock order: cache_lock (the list of caches) -> the locks of slab.c
- * and slab_classic.c.
+ * and slab_classic.c.  The idle-cache reaper (slab_reap) takes cache_lock
+ * only with a try-lock, and not at all inside a constructor.
  * Invariants: a cache is fully initialised before it joins the list; the
  * list only grows except by sk_cache_destroy of an empty cache.  A cache's
  * metadata (the struct with its inline per-CPU arrays, the slab_cpu array)
@@ -382,6 +383,59 @@ static void shrink_one(struct slab_cache *c, void *arg)
     slab_shrink(c);
 }
 
+/* ---- the idle-cache reaper ---- */
+
+unsigned long slab_reap_seen;
+unsigned long slab_reaped;        /* caches shrunk by the reaper (relaxed) */
+static uint64_t reap_at;          /* ms of the last pass (reap_busy held) */
+static int reap_busy;             /* one reaper at a time: the others go on */
+__thread int slab_in_ctor __attribute__((tls_model("initial-exec")));
+
+static void reap_one(struct slab_cache *c, void *arg)
+{
+    unsigned long *shrunk = arg;
+    /* Only the arrays' mode: their operation count moves with every alloc
+     * and free (sheaves=0, slub_debug, poisoned and SLAB caches keep no
+     * count and are left alone). */
+    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !__atomic_load_n(&c->used, __ATOMIC_RELAXED))
+        return;
+    uint64_t ops = 0;
+    for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
+        ops += cpu_array_ops(slab_arrays(c), cpu);
+    if (ops != c->reap_ops) {
+        c->reap_ops = ops;        /* in use since the last pass */
+        c->reaped = false;
+        return;
+    }
+    if (c->reaped || !ops)
+        return;                   /* idle and already shrunk, or never used
+                                   * (its metadata stays untouched) */
+    c->reaped = true;
+    slab_shrink(c);
+    (*shrunk)++;
+}
+
+/* Never waits for cache_lock: its holder may be this very thread (a
+ * malloc in an sk_cache_foreach callback, or in sk_slabinfo's stdio), and
+ * a constructor that calls malloc runs under its cache's slab_cpu lock,
+ * which slab_shrink would take again: both skip the pass. */
+void slab_reap(unsigned long takes)
+{
+    __atomic_store_n(&slab_reap_seen, takes, __ATOMIC_RELAXED);
+    if (!slab_ready() || slab_in_ctor || __atomic_exchange_n(&reap_busy, 1, __ATOMIC_ACQUIRE))
+        return;
+    uint64_t now = os_now_ms_coarse();
+    if (now - reap_at >= SLAB_REAP_MS && lock_try(&cache_lock)) {
+        reap_at = now;
+        unsigned long shrunk = 0;
+        for (struct slab_cache *c = slab_cache_list; c; c = c->next)
+            reap_one(c, &shrunk);
+        lock_release(&cache_lock);
+        __atomic_fetch_add(&slab_reaped, shrunk, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&reap_busy, 0, __ATOMIC_RELEASE);
+}
+
 size_t slab_release_all(void)
 {
     if (slab_ready())
@@ -501,6 +555,7 @@ void slab_atfork_child(void)
         spin_unlock(&meta_lock);
     }
     lock_reset(&cache_lock);
+    reap_busy = 0;                /* a reaper caught mid-pass */
     /* A thread caught initialising left nothing published: start over. */
     spin_unlock(&init_lock);
 }

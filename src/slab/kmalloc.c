@@ -282,7 +282,8 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
 {
     if (unlikely(slab_init() != 0))
         return NULL;
-    page_purger_poll();   /* no lock held here: the purger may start */
+    page_purger_poll();   /* no lock held here: the purger may start, */
+    slab_reap_poll();     /* and idle caches give back what they keep */
     if (unlikely(sk_opt.kfence)) {
         void *k = kfence_poll(size);   /* armed: this one is sampled */
         if (k)

@@ -97,6 +97,8 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     /* Chain every object in address order; construct each once, now.
      * Each carries the fresh marker (never handed out) until a hand-out
      * clears it; below 16 bytes the free pointer takes its place. */
+    if (c->ctor)
+        slab_in_ctor++;
     for (unsigned i = 0; i < c->objects; i++) {
         char *obj = s_mem + (size_t)i * c->size;
         if (c->ctor)
@@ -104,6 +106,8 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
         *slab_marker(c, obj) = fresh;
         set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
     }
+    if (c->ctor)
+        slab_in_ctor--;
     if (slab_poisons(c))
         slab_poison_new_slab(c, s_mem);
     union slab_counters cnt = { .v = 0 };
@@ -429,6 +433,8 @@ void *slab_alloc_slow(struct slab_cache *c)
         return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
     stat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
+    if (unlikely(!__atomic_load_n(&c->used, __ATOMIC_RELAXED)))
+        __atomic_store_n(&c->used, true, __ATOMIC_RELAXED);
     /* The fast path may have failed only for want of a fallback slot. */
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {

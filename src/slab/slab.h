@@ -139,6 +139,14 @@ struct slab_cache {
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
     struct slab_node node[MAX_NUMNODES];
     struct slab_cache *next;      /* all caches, creation order */
+    /* slab_reap (cache_lock): the arrays' operation count at the last
+     * pass, and whether the cache was shrunk since it last moved; used:
+     * set by the first refill, so that the reaper reads the per-CPU
+     * arrays of used caches only (a read of an untouched page can cost a
+     * resident page, as a write does). */
+    uint64_t reap_ops;
+    bool reaped;
+    bool used;
     bool kmalloc;
     char name[SLAB_NAME_LEN];
 };
@@ -157,6 +165,27 @@ bool slab_ready(void);
  * to the OS (page_release_free); the caller then retries once.  Returns
  * bytes of address space given back. */
 size_t slab_release_all(void);
+
+/* The idle-cache reaper (SLAB's cache_reap, run when it pays): when the
+ * slab zone has taken memory that was not resident since the last look,
+ * shrink every cache whose per-CPU arrays saw no operation since the
+ * previous pass, at most one pass per SLAB_REAP_MS; so what a size class
+ * used in an earlier phase keeps (array objects, CPU and partial slabs,
+ * empty slabs) is reused before the heap grows.  Called with no slabkit
+ * lock held (kmalloc's slow path). */
+#define SLAB_REAP_MS 10
+extern unsigned long slab_reap_seen SK_INTERNAL;
+extern unsigned long slab_reaped SK_INTERNAL;   /* caches it shrank */
+/* Non-zero while this thread runs a cache constructor (slab_cpu lock
+ * held): no reaping from a malloc inside it. */
+extern __thread int slab_in_ctor __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
+void slab_reap(unsigned long takes);
+static inline void slab_reap_poll(void)
+{
+    unsigned long t = page_clean_takes();
+    if (unlikely(t != __atomic_load_n(&slab_reap_seen, __ATOMIC_RELAXED)))
+        slab_reap(t);
+}
 
 /* NULL (ENOMEM) when the OS refuses the cache's metadata. */
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,

@@ -17,15 +17,17 @@
 #   - tests/slab/whole_free with sheaves=0 (SLUB's own per-CPU freelists
 #     free through the same slab_free_chain), with cpu_partial=0 and with
 #     rseq off;
+#   - tests/slab/reap with rseq off (the idle-cache reaper reads the
+#     fallback arrays' operation counts, and drains them under their locks);
 #   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
-if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ] || [ ! -x "$S/whole_free" ]; then
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ] || [ ! -x "$S/whole_free" ] || [ ! -x "$S/reap" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..16"
+echo "1..17"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
@@ -44,6 +46,7 @@ check "stress_cross_cpu with cpu_partial=0 and rseq off" -e "via the lock fallba
 check "whole_free with sheaves=0" -- env SLABKIT_OPTIONS=sheaves=0 "$S/whole_free"
 check "whole_free with cpu_partial=0" -- env SLABKIT_OPTIONS=cpu_partial=0 "$S/whole_free"
 check "whole_free with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/whole_free"
+check "reap with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/reap"
 
 # objperslab of a kmalloc class from the slabinfo text under SLAB, with its
 # struct slab at the slab head (slab_mgmt=onslab) and in the page
