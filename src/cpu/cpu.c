@@ -329,6 +329,12 @@ unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
     struct cpu_array *a = cpu_array_at(tab, cpu);
     if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
         return 0;
+    /* Empty and no drain in progress: nothing to take, and no reason to
+     * interrupt that CPU (a push that lands after this read could as well
+     * have landed after a drain).  Shrinks and page-list drains walk every
+     * CPU; most lists are empty. */
+    if ((__atomic_load_n(&a->word, __ATOMIC_RELAXED) & (CPU_ARRAY_COUNT | CPU_ARRAY_LOCKED)) == 0)
+        return 0;
     bool seq = cpu_use_rseq && cpu < cpu_nr_ids;   /* the shared slot: lock only */
     if (seq && !cpu_membarrier_ok)
         return drain_by_visit(tab, cpu, buf, max);

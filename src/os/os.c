@@ -193,8 +193,11 @@ int os_membarrier_register_rseq(void)
     return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0);
 }
 
+unsigned long os_membarrier_calls;
+
 int os_membarrier_rseq_cpu(int cpu)
 {
+    __atomic_fetch_add(&os_membarrier_calls, 1, __ATOMIC_RELAXED);
     return (int)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
                         MEMBARRIER_CMD_FLAG_CPU, cpu);
 }

@@ -75,8 +75,11 @@ int os_futex_wake(uint32_t *addr, int nr);
 /* ---- membarrier ---- */
 /* Register for MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ: 0 or -1. */
 int os_membarrier_register_rseq(void);
-/* Restart any rseq critical section running on `cpu` now: 0 or -1. */
+/* Restart any rseq critical section running on `cpu` now: 0 or -1.
+ * Each call interrupts that CPU: os_membarrier_calls counts them
+ * (relaxed; tests and statistics). */
 int os_membarrier_rseq_cpu(int cpu);
+extern unsigned long os_membarrier_calls SK_INTERNAL;
 
 /* ---- CPUs, time, randomness, threads ---- */
 int os_nr_cpu_ids(void);        /* highest possible CPU id + 1 */
