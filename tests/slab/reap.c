@@ -5,11 +5,13 @@
  * class in use keeps its cache.  One thread, pinned to one CPU:
  *
  *  - kmalloc-2048 is used and left with objects in its per-CPU array and
- *    slabs (600 allocated, then freed); kmalloc-4096 is kept busy (50
- *    allocated and freed each round); kmalloc-1024 grows the heap, 256 KiB
- *    a round, held, every 2 ms, until kmalloc-2048 is empty or 64 MiB;
+ *    slabs (600 allocated, then freed); kmalloc-4096 is kept busy (4
+ *    allocated and freed before every 16 KiB of growth); kmalloc-1024 grows
+ *    the heap, 256 KiB a round, held, every 2 ms, until kmalloc-2048 is
+ *    empty or 64 MiB;
  *  - kmalloc-2048 ends with no object in an array and no slab, within
- *    that growth; kmalloc-4096 still has objects in its array;
+ *    that growth; kmalloc-4096 was never drained and still has objects
+ *    in its array;
  *  - without growth nothing is reaped: kmalloc-512, left the same way
  *    while the program only sleeps and reuses memory, keeps its objects;
  *  - every object keeps its contents meanwhile (the busy class's and the
@@ -146,24 +148,29 @@ int main(void)
     ok(i0.array_objs > 0 && i0.num_slabs > 0, "kmalloc-2048 keeps %lu objects in its array, %lu slabs",
        i0.array_objs, i0.num_slabs);
 
-    void *busy[50];
+    void *busy[4];
     int rounds = 0, bad = 0;
     size_t n = 0;
     struct sk_cache_info i1 = i0;
+    struct sk_cache_info b0 = info("kmalloc-4096");
     while (rounds < GROW_MAX) {
-        for (int k = 0; k < 50; k++) {
-            if (!(busy[k] = malloc(4096)))
-                BAIL("malloc(4096)");
-            memset(busy[k], k, 4096);
-        }
-        for (int k = 0; k < 50; k++) {
-            bad += ((unsigned char *)busy[k])[4095] != (unsigned char)k;
-            free(busy[k]);
-        }
-        for (int k = 0; k < 256; k++, n++) {
-            if (!(grown[n] = malloc(1024)))
-                BAIL("malloc(1024)");
-            memset(grown[n], (int)(n & 0xff), 1024);
+        /* The busy class is used between every 16 allocations of the
+         * growth: never idle for a reaper pass, let alone two. */
+        for (int chunk = 0; chunk < 16; chunk++) {
+            for (int k = 0; k < 4; k++) {
+                if (!(busy[k] = malloc(4096)))
+                    BAIL("malloc(4096)");
+                memset(busy[k], k, 4096);
+            }
+            for (int k = 0; k < 4; k++) {
+                bad += ((unsigned char *)busy[k])[4095] != (unsigned char)k;
+                free(busy[k]);
+            }
+            for (int k = 0; k < 16; k++, n++) {
+                if (!(grown[n] = malloc(1024)))
+                    BAIL("malloc(1024)");
+                memset(grown[n], (int)(n & 0xff), 1024);
+            }
         }
         rounds++;
         i1 = info("kmalloc-2048");
@@ -175,7 +182,9 @@ int main(void)
        "while the heap grows, idle kmalloc-2048 gives back its array objects and slabs (%lu, %lu after %d rounds, %zu KiB grown)",
        i1.array_objs, i1.num_slabs, rounds, n);
     struct sk_cache_info b = info("kmalloc-4096");
-    ok(b.array_objs > 0, "busy kmalloc-4096 keeps its cache (%lu objects in its array)", b.array_objs);
+    ok(b.array_objs > 0 && b.stat[SK_REMOTE_DRAIN] == b0.stat[SK_REMOTE_DRAIN],
+       "busy kmalloc-4096 keeps its cache (%lu objects in its array, drained %lu times)", b.array_objs,
+       b.stat[SK_REMOTE_DRAIN] - b0.stat[SK_REMOTE_DRAIN]);
     for (size_t k = 0; k < n; k++)
         bad += grown[k][0] != (unsigned char)(k & 0xff) || grown[k][1023] != (unsigned char)(k & 0xff);
     is(bad, 0, "every live object kept its contents");
