@@ -59,9 +59,9 @@ static void heap_totals(struct heap_totals *t)
     *t = (struct heap_totals){ 0 };
     sk_cache_foreach(add_cache, t);    /* initialises slabkit if need be */
     page_stats(&t->pages);
-    long blocks = __atomic_load_n(&kmalloc_large_stats.blocks, __ATOMIC_RELAXED);
-    long pages = __atomic_load_n(&kmalloc_large_stats.pages, __ATOMIC_RELAXED);
-    long direct = __atomic_load_n(&kmalloc_large_stats.direct_pages, __ATOMIC_RELAXED);
+    struct kmalloc_large_stats large;
+    kmalloc_large_totals(&large);
+    long blocks = large.blocks, pages = large.pages, direct = large.direct_pages;
     t->large_blocks = blocks > 0 ? (size_t)blocks : 0;
     t->large_bytes = pages > 0 ? (size_t)pages << SK_PAGE_SHIFT : 0;
     t->large_buddy_bytes = pages > direct ? (size_t)(pages - direct) << SK_PAGE_SHIFT : 0;

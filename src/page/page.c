@@ -462,11 +462,11 @@ static inline void zone_release_dirtied(struct zone *z, uint64_t now)
         purge_kick();
 }
 
-/* Called with the zone lock held, after a slow-path operation. */
-static void zone_maybe_reclaim(struct zone *z)
+/* Called with the zone lock held, after a slow-path operation; now: the
+ * caller's reading of the coarse clock (one per operation). */
+static void zone_maybe_reclaim(struct zone *z, uint64_t now)
 {
     unsigned long keep = dirty_keep_pages();
-    uint64_t now = os_now_ms_coarse();
     uint64_t decay = (uint64_t)sk_opt.decay_ms;
     if (z->dirty_pages <= keep && now - z->last_decay < decay / 4 + 1)
         return;
@@ -557,7 +557,24 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
     return true;
 }
 
-static struct sk_page *zone_alloc(struct zone *z, unsigned order)
+/* The first descriptor of pg's slice. */
+static inline struct sk_page *page_first(struct sk_page *pg)
+{
+    return (struct sk_page *)page_slice(pg)->pages;
+}
+
+/* Exact blocks in use and their pages (zone->lock held; read unlocked by
+ * page_exact_stats). */
+static inline void zone_count_exact(struct zone *z, long blocks, long pages)
+{
+    __atomic_store_n(&z->exact_blocks, z->exact_blocks + (unsigned long)blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&z->exact_pages, z->exact_pages + (unsigned long)pages, __ATOMIC_RELAXED);
+}
+
+/* A block of `order`; with exact (large blocks: 0 < exact < 2^order) only
+ * its first `exact` pages, the tail going back in the same lock hold, and
+ * the block counted in the zone's exact totals. */
+static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact)
 {
     for (bool first = true;; first = false) {
         bool clean;
@@ -567,8 +584,23 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order)
         unsigned long gen = z->grow_gen;
         struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
-            zone_maybe_reclaim(z);
-            lock_release(&z->lock);
+            uint64_t now = os_now_ms_coarse();
+            bool dirtied = false;
+            if (exact) {
+                size_t idx = page_index(pg), end = idx + ((size_t)1 << order);
+                /* The tail of a block that came clean is still clean:
+                 * freeing it as dirty would have it purged for nothing. */
+                if (exact < ((size_t)1 << order)) {
+                    zone_free_range(z, page_first(pg), idx + exact, end, clean, now);
+                    dirtied = !clean;
+                }
+                zone_count_exact(z, 1, (long)exact);
+            }
+            zone_maybe_reclaim(z, now);
+            if (dirtied)
+                zone_release_dirtied(z, now);
+            else
+                lock_release(&z->lock);
             pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
             pg->order = (uint8_t)order;
             pg->node = (uint8_t)z->node;
@@ -601,7 +633,7 @@ static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page *
             out[got++] = pg;
         }
         if (got)
-            zone_maybe_reclaim(z);
+            zone_maybe_reclaim(z, os_now_ms_coarse());
         lock_release(&z->lock);
         if (got == 0 && zone_grow(z, order, gen) != 0)
             break;
@@ -615,7 +647,7 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
     lock_acquire(&z->lock);
     for (unsigned i = 0; i < n; i++)
         zone_free_block(z, pgs[i], order, 1ul << order, now);
-    zone_maybe_reclaim(z);
+    zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
 }
 
@@ -709,7 +741,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    return zone_alloc(zone_here(), order);
+    return zone_alloc(zone_here(), order, 0);
 }
 
 void page_free(struct sk_page *pg, unsigned order)
@@ -730,7 +762,7 @@ void page_free(struct sk_page *pg, unsigned order)
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
     zone_free_block(z, pg, order, 1ul << order, now);
-    zone_maybe_reclaim(z);
+    zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
 }
 
@@ -840,8 +872,10 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         lock_acquire(&z->lock);
         if (!zone_has_dirty(z, order))
             pg = zone_take_run(z, order - 1, nr_pages, now, &dirtied);
-        if (pg)
-            zone_maybe_reclaim(z);
+        if (pg) {
+            zone_count_exact(z, 1, (long)nr_pages);
+            zone_maybe_reclaim(z, now);
+        }
         if (dirtied)
             zone_release_dirtied(z, now);
         else
@@ -855,23 +889,10 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
             return pg;
         }
     }
-    pg = zone_alloc(z, order);
+    /* The block and its tail's return in one lock hold. */
+    pg = zone_alloc(z, order, nr_pages);
     if (!pg)
         return NULL;
-    if (nr_pages < ((size_t)1 << order)) {
-        struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
-        size_t idx = (size_t)(pg - first);
-        uint64_t now = os_now_ms_coarse();
-        /* The tail of a block that came clean is still clean: freeing it
-         * as dirty would have it purged for nothing (and wake the purger). */
-        bool clean = pg_flags(pg) & PG_ZEROED;
-        lock_acquire(&z->lock);
-        zone_free_range(z, first, idx + nr_pages, idx + ((size_t)1 << order), clean, now);
-        if (clean)
-            lock_release(&z->lock);
-        else
-            zone_release_dirtied(z, now);
-    }
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
     pg->large.nr_pages = nr_pages;
     page_purger_poll();   /* called from kmalloc with no lock held */
@@ -888,8 +909,18 @@ void page_free_exact(struct sk_page *pg)
     pg_set_flags(pg, 0);
     lock_acquire(&z->lock);
     zone_free_range(z, first, idx, idx + nr, false, now);
-    zone_maybe_reclaim(z);
+    zone_count_exact(z, -1, -(long)nr);
+    zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
+}
+
+void page_exact_stats(unsigned long *blocks, unsigned long *pages)
+{
+    *blocks = *pages = 0;
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        *blocks += __atomic_load_n(&page_zones[n].exact_blocks, __ATOMIC_RELAXED);
+        *pages += __atomic_load_n(&page_zones[n].exact_pages, __ATOMIC_RELAXED);
+    }
 }
 
 /*
@@ -911,6 +942,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         if (nr_pages < nr) {
             lock_acquire(&z->lock);
             zone_free_range(z, first, end, idx + nr, false, now);
+            zone_count_exact(z, 0, (long)nr_pages - (long)nr);
             zone_release_dirtied(z, now);
             pg->large.nr_pages = nr_pages;
         }
@@ -921,6 +953,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         lock_release(&z->lock);
         return false;
     }
+    zone_count_exact(z, 0, (long)nr_pages - (long)nr);
     if (zone_take_until(z, first, idx + nr, end, now))
         zone_release_dirtied(z, now);
     else

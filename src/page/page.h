@@ -141,6 +141,8 @@ struct zone {
     uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
     uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c) */
     unsigned long dirty_seq;           /* frees that made dirty blocks */
+    unsigned long exact_blocks;        /* exact (large kmalloc) blocks in use, */
+    unsigned long exact_pages;         /* and their pages; atomic stores */
     unsigned long clean_takes;         /* blocks taken from the clean lists
                                         * (not resident: RSS grows); atomic
                                         * store, read unlocked */
@@ -196,6 +198,9 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
 void page_free_exact(struct sk_page *pg);
 /* Grow or shrink an exact block in place; false when it cannot grow. */
 bool page_resize_exact(struct sk_page *pg, size_t nr_pages);
+/* Exact blocks in use and their pages, counted under the zone lock the
+ * calls above take anyway (read unlocked: a snapshot). */
+void page_exact_stats(unsigned long *blocks, unsigned long *pages);
 /* The allocated block head containing p (PG_HEAD), or NULL. */
 struct sk_page *page_find_head(const void *p);
 

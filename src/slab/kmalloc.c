@@ -17,10 +17,12 @@
  * tries again, keeping the caches already built; the tables are filled
  * only once every class has its cache.
  *
- * Large blocks are counted (kmalloc_large_stats: relaxed atomics, on
- * the large paths only) for mallinfo2's hblks/hblkhd.  A block of at
- * least kmalloc_direct_min bytes (mallopt M_MMAP_THRESHOLD; by default
- * only what no buddy order holds) is a direct mapping, unmapped when freed.
+ * Large blocks are counted for mallinfo2's hblks/hblkhd: exact blocks by
+ * the page allocator under the zone lock it takes anyway, direct mappings
+ * here (kmalloc_direct_stats, relaxed atomics); kmalloc_large_totals adds
+ * them.  A block of at least kmalloc_direct_min bytes (mallopt
+ * M_MMAP_THRESHOLD; by default only what no buddy order holds) is a direct
+ * mapping, unmapped when freed.
  *
  * Sized frees (free_sized, sized operator delete) trust the size to name
  * the class, so realloc keeps an object in place only while its new size
@@ -66,15 +68,24 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 };
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
-struct kmalloc_large_stats kmalloc_large_stats;
+struct kmalloc_large_stats kmalloc_direct_stats;   /* blocks, pages (= direct_pages) */
 size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
 
-static void large_count(long blocks, long pages, bool direct)
+static void direct_count(long blocks, long pages)
 {
-    __atomic_add_fetch(&kmalloc_large_stats.blocks, blocks, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&kmalloc_large_stats.pages, pages, __ATOMIC_RELAXED);
-    if (direct)
-        __atomic_add_fetch(&kmalloc_large_stats.direct_pages, pages, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&kmalloc_direct_stats.blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&kmalloc_direct_stats.pages, pages, __ATOMIC_RELAXED);
+}
+
+void kmalloc_large_totals(struct kmalloc_large_stats *st)
+{
+    unsigned long blocks, pages;
+    page_exact_stats(&blocks, &pages);
+    long db = __atomic_load_n(&kmalloc_direct_stats.blocks, __ATOMIC_RELAXED);
+    long dp = __atomic_load_n(&kmalloc_direct_stats.pages, __ATOMIC_RELAXED);
+    st->blocks = (long)blocks + db;
+    st->pages = (long)pages + dp;
+    st->direct_pages = dp;
 }
 
 /* What the fast-path tables point at: the cache's arrays, or with
@@ -167,10 +178,9 @@ void *kmalloc_large(size_t size, size_t align)
         align_order++;
     if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER &&
         size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
-        struct sk_page *pg = page_alloc_exact(pages, align_order);
+        struct sk_page *pg = page_alloc_exact(pages, align_order);   /* counted there */
         if (!pg)
             return NULL;
-        large_count(1, (long)pages, false);
         return page_address(pg);
     }
     if (align > SLICE_SIZE) {
@@ -185,7 +195,7 @@ void *kmalloc_large(size_t size, size_t align)
     struct sk_page *pg = (struct sk_page *)s->pages;
     pg->large.nr_pages = pages;
     __atomic_store_n(&pg->flags, PG_HEAD | PG_LARGE | PG_ZEROED, __ATOMIC_RELEASE);
-    large_count(1, (long)pages, true);
+    direct_count(1, (long)pages);
     return (void *)s->base;
 }
 
@@ -228,7 +238,7 @@ void kmalloc_free_nonslab(void *p, const char *call)
         struct sk_page *pg = (struct sk_page *)s->pages;
         if ((uintptr_t)p != s->base || !(pg->flags & PG_LARGE))
             bad_pointer(p, call);
-        large_count(-1, -(long)pg->large.nr_pages, true);
+        direct_count(-1, -(long)pg->large.nr_pages);
         pg_set_flags(pg, 0);
         vm_direct_free(s);
         return;
@@ -236,7 +246,6 @@ void kmalloc_free_nonslab(void *p, const char *call)
     if (s) {
         struct sk_page *pg = page_of_slice(s, p);
         if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && page_address(pg) == p) {
-            large_count(-1, -(long)pg->large.nr_pages, false);
             page_free_exact(pg);
             return;
         }
@@ -443,11 +452,8 @@ void *sk_realloc(void *p, size_t size)
         struct vm_slice *s = vm_slice_of(p);
         if (size > KMALLOC_MAX_CACHE_SIZE && s->kind != VM_SLICE_DIRECT) {
             struct sk_page *pg = page_of_slice(s, p);
-            long was = (long)pg->large.nr_pages;
-            if (page_resize_exact(pg, (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT)) {
-                large_count(0, (long)pg->large.nr_pages - was, false);
+            if (page_resize_exact(pg, (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT))
                 return p;
-            }
         }
     }
     void *q = sk_malloc(size);

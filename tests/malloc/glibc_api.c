@@ -6,7 +6,8 @@
  *  - mallinfo2 keeps glibc's algebra (arena = uordblks + fordblks) and
  *    moves as slabkit's own books do: 4096 objects of 64 bytes raise
  *    uordblks by their bytes, a 1 MiB block raises hblks by one and hblkhd
- *    by 1 MiB, its pages leaving arena, and freeing undoes both; per-CPU
+ *    by 1 MiB, its pages leaving arena, a resize in place moves hblkhd by
+ *    the pages it gained or gave back, and freeing undoes both; per-CPU
  *    arrays show as smblks/fsmblks; keepcost is what malloc_trim returns;
  *    mallinfo is the same figures as ints;
  *  - malloc_info writes well-formed XML in glibc's shape (malloc, heap,
@@ -134,6 +135,21 @@ static void test_mallinfo2(void)
     is(d.hblks - c.hblks, 1, "a 1 MiB block is one more large block (hblks)");
     is(d.hblkhd - c.hblkhd, MiB, "and 1 MiB more in hblkhd");
     is(d.arena + d.hblkhd, c.arena + c.hblkhd, "its pages move out of arena, as glibc's mmapped chunks are not in it");
+    /* Resized in place (realloc keeps the block while the pages after it
+     * are free): hblkhd follows its pages, hblks stays.  A fresh 1 MiB
+     * block sits in a larger free block, so growing by 64 KiB fits. */
+    void *r = realloc(big, MiB + (64 << 10));
+    struct mallinfo2 d2 = mallinfo2();
+    ok(r && d2.hblks == d.hblks && d2.hblkhd == d.hblkhd + (64 << 10),
+       "grown to 1 MiB + 64 KiB: hblkhd follows (+%ld), hblks the same (%s)", (long)(d2.hblkhd - d.hblkhd),
+       r == big ? "in place" : "moved");
+    big = r ? r : big;
+    /* Below half its size a block gives its tail back in place. */
+    r = realloc(big, 400 << 10);
+    struct mallinfo2 d3 = mallinfo2();
+    ok(r == big && d3.hblks == d.hblks && d3.hblkhd == d.hblkhd - MiB + (400 << 10),
+       "shrunk in place to 400 KiB: hblkhd follows (%ld from 1 MiB)", (long)(d3.hblkhd - d.hblkhd));
+    big = r ? r : big;
     free(big);
     struct mallinfo2 e = mallinfo2();
     ok(e.hblks == c.hblks && e.hblkhd == c.hblkhd, "freeing it takes both back");
