@@ -54,9 +54,18 @@
  * makes state NONE and work 0: the child starts its own thread, lazily,
  * when it frees memory itself.
  *
+ * Idle caches: each tick first runs the slab layer's idle pass
+ * (page_set_idle_pass: the idle-cache reaper), which shrinks caches whose
+ * per-CPU arrays did not move since its last pass, as SLAB's cache_reap
+ * did; the pages they give back then age here like any other.  While a
+ * used cache has not been shrunk since it last moved the purger keeps
+ * ticking, so a program that stops allocating gets it all back.
+ *
  * Lock order: zone->lock (try-lock only, or to return drained or purged
  * blocks), then a per-CPU array's spinlock inside cpu_drain_remote is never
- * nested with it.  No other lock.
+ * nested with it.  The idle pass runs with neither held and takes the
+ * slab layer's locks (cache_lock with a try-lock) in their own order;
+ * shrinking only caches nobody used for a tick, it rarely waits.
  */
 #include <errno.h>
 #include <string.h>
@@ -107,12 +116,23 @@ static uint64_t tick_ms(void)
     return t < PURGER_TICK_MIN_MS ? PURGER_TICK_MIN_MS : t;
 }
 
+static bool (*idle_pass)(void);
+
+void page_set_idle_pass(bool (*fn)(void))
+{
+    __atomic_store_n(&idle_pass, fn, __ATOMIC_RELEASE);
+}
+
 /* One tick; *seq gets each zone's dirty_seq.  Returns whether there may
  * be more work without another free. */
 static bool purge_tick(unsigned long seq[MAX_NUMNODES])
 {
     unsigned long drained = 0;
-    bool more = pcp_drain_idle(pcp_seen, &drained);
+    /* First the upper layer's idle pass: what it gives back reaches the
+     * per-CPU lists and zones below, to age with the rest. */
+    bool (*pass)(void) = __atomic_load_n(&idle_pass, __ATOMIC_ACQUIRE);
+    bool more = pass && pass();
+    more |= pcp_drain_idle(pcp_seen, &drained);
     uint64_t now = os_now_ms_coarse();
     for (int n = 0; n < MAX_NUMNODES; n++)
         if (zone_purge(&page_zones[n], now, (uint64_t)sk_opt.decay_ms, &seq[n]))

@@ -353,6 +353,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
 }
 
 static spinlock_t init_lock = SPINLOCK_INIT;
+static bool reap_idle_tick(void);
 
 int slab_init(void)
 {
@@ -368,10 +369,12 @@ int slab_init(void)
             slab_free_key = (uintptr_t)os_random64() & ~(uintptr_t)3;
         slab_poison_init();
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
-        if (r == 0)
+        if (r == 0) {
+            page_set_idle_pass(reap_idle_tick);   /* the purger's idle reaping */
             __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
-        else
+        } else {
             errno = ENOMEM;
+        }
     }
     spin_unlock(&init_lock);
     return r;
@@ -391,9 +394,13 @@ static uint64_t reap_at;          /* ms of the last pass (reap_busy held) */
 static int reap_busy;             /* one reaper at a time: the others go on */
 __thread int slab_in_ctor __attribute__((tls_model("initial-exec")));
 
-static void reap_one(struct slab_cache *c, void *arg)
+struct reap_count {
+    unsigned long shrunk;         /* caches shrunk this pass */
+    unsigned long pending;        /* used caches not shrunk: may go idle */
+};
+
+static void reap_one(struct slab_cache *c, struct reap_count *k)
 {
-    unsigned long *shrunk = arg;
     /* Only the arrays' mode: their operation count moves with every alloc
      * and free (sheaves=0, slub_debug, poisoned and SLAB caches keep no
      * count and are left alone). */
@@ -405,6 +412,7 @@ static void reap_one(struct slab_cache *c, void *arg)
     if (ops != c->reap_ops) {
         c->reap_ops = ops;        /* in use since the last pass */
         c->reaped = false;
+        k->pending++;
         return;
     }
     if (c->reaped || !ops)
@@ -412,28 +420,43 @@ static void reap_one(struct slab_cache *c, void *arg)
                                    * (its metadata stays untouched) */
     c->reaped = true;
     slab_shrink(c);
-    (*shrunk)++;
+    k->shrunk++;
 }
 
 /* Never waits for cache_lock: its holder may be this very thread (a
  * malloc in an sk_cache_foreach callback, or in sk_slabinfo's stdio), and
  * a constructor that calls malloc runs under its cache's slab_cpu lock,
  * which slab_shrink would take again: both skip the pass. */
-void slab_reap(unsigned long takes)
+static bool reap_pass(void)
 {
-    __atomic_store_n(&slab_reap_seen, takes, __ATOMIC_RELAXED);
     if (!slab_ready() || slab_in_ctor || __atomic_exchange_n(&reap_busy, 1, __ATOMIC_ACQUIRE))
-        return;
+        return true;              /* not now: maybe at the next tick */
+    struct reap_count k = { 0, 1 };
     uint64_t now = os_now_ms_coarse();
     if (now - reap_at >= SLAB_REAP_MS && lock_try(&cache_lock)) {
         reap_at = now;
-        unsigned long shrunk = 0;
+        k.pending = 0;
         for (struct slab_cache *c = slab_cache_list; c; c = c->next)
-            reap_one(c, &shrunk);
+            reap_one(c, &k);
         lock_release(&cache_lock);
-        __atomic_fetch_add(&slab_reaped, shrunk, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&slab_reaped, k.shrunk, __ATOMIC_RELAXED);
     }
     __atomic_store_n(&reap_busy, 0, __ATOMIC_RELEASE);
+    return k.pending != 0;
+}
+
+void slab_reap(unsigned long takes)
+{
+    __atomic_store_n(&slab_reap_seen, takes, __ATOMIC_RELAXED);
+    reap_pass();
+}
+
+/* The purger's tick (page_set_idle_pass): a program that stops allocating
+ * gets back what its caches keep, as SLAB's cache_reap did every 2 s.
+ * True while some used cache has not been shrunk since it last moved. */
+static bool reap_idle_tick(void)
+{
+    return reap_pass();
 }
 
 size_t slab_release_all(void)

@@ -172,7 +172,9 @@ size_t slab_release_all(void);
  * previous pass, at most one pass per SLAB_REAP_MS; so what a size class
  * used in an earlier phase keeps (array objects, CPU and partial slabs,
  * empty slabs) is reused before the heap grows.  Called with no slabkit
- * lock held (kmalloc's slow path). */
+ * lock held (kmalloc's slow path).  The purger runs the same pass at each
+ * of its ticks (page_set_idle_pass), so a program that stops allocating
+ * gets it back too. */
 #define SLAB_REAP_MS 10
 extern unsigned long slab_reap_seen SK_INTERNAL;
 extern unsigned long slab_reaped SK_INTERNAL;   /* caches it shrank */
