@@ -462,6 +462,16 @@ static inline void zone_release_dirtied(struct zone *z, uint64_t now)
         purge_kick();
 }
 
+/* Unlock z after an operation that may have put dirty blocks on its
+ * lists (dirtied): through zone_release_dirtied then, else plainly. */
+static inline void zone_unlock(struct zone *z, uint64_t now, bool dirtied)
+{
+    if (dirtied)
+        zone_release_dirtied(z, now);
+    else
+        lock_release(&z->lock);
+}
+
 /* Called with the zone lock held, after a slow-path operation; now: the
  * caller's reading of the coarse clock (one per operation). */
 static void zone_maybe_reclaim(struct zone *z, uint64_t now)
@@ -597,10 +607,7 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact)
                 zone_count_exact(z, 1, (long)exact);
             }
             zone_maybe_reclaim(z, now);
-            if (dirtied)
-                zone_release_dirtied(z, now);
-            else
-                lock_release(&z->lock);
+            zone_unlock(z, now, dirtied);
             pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
             pg->order = (uint8_t)order;
             pg->node = (uint8_t)z->node;
@@ -876,10 +883,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
             zone_count_exact(z, 1, (long)nr_pages);
             zone_maybe_reclaim(z, now);
         }
-        if (dirtied)
-            zone_release_dirtied(z, now);
-        else
-            lock_release(&z->lock);
+        zone_unlock(z, now, dirtied);
         if (pg) {
             pg_set_flags(pg, PG_HEAD | PG_LARGE);
             pg->order = (uint8_t)(order - 1);
@@ -954,10 +958,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         return false;
     }
     zone_count_exact(z, 0, (long)nr_pages - (long)nr);
-    if (zone_take_until(z, first, idx + nr, end, now))
-        zone_release_dirtied(z, now);
-    else
-        lock_release(&z->lock);
+    zone_unlock(z, now, zone_take_until(z, first, idx + nr, end, now));
     pg->large.nr_pages = nr_pages;
     pg_set_flags(pg, pg_flags(pg) & ~PG_ZEROED);
     return true;

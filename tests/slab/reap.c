@@ -27,27 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "slabkit.h"
 #include "cpus.h"
 #include "tap.h"
-
-static struct sk_cache_info info(const char *name)
-{
-    struct sk_cache_info i;
-    if (sk_cache_info(name, &i) != 0)
-        BAIL("sk_cache_info(%s) failed", name);
-    return i;
-}
+#include "cache_info.h"
 
 #define SLAB_REAP_WAIT_MS 12   /* past the reaper's 10 ms between passes */
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = { 0, ms * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 /* Leave a class with objects cached: n allocated (and written), freed. */
 static void use_and_leave(size_t size, int n)
@@ -134,18 +120,18 @@ int main(void)
     /* No growth, no reaping: an idle class keeps its cache while the
      * program sleeps and reuses what it freed. */
     use_and_leave(512, 600);
-    struct sk_cache_info a0 = info("kmalloc-512");
+    struct sk_cache_info a0 = cache_info("kmalloc-512");
     for (int r = 0; r < 10; r++) {
         nap_ms(5);
         use_and_leave(64, 100);
     }
-    struct sk_cache_info a1 = info("kmalloc-512");
+    struct sk_cache_info a1 = cache_info("kmalloc-512");
     ok(a0.array_objs > 0 && a1.array_objs == a0.array_objs && a1.num_slabs == a0.num_slabs,
        "without heap growth an idle class keeps its cache (%lu array objects, %lu slabs; before %lu, %lu)",
        a1.array_objs, a1.num_slabs, a0.array_objs, a0.num_slabs);
 
     use_and_leave(2048, 600);
-    struct sk_cache_info i0 = info("kmalloc-2048");
+    struct sk_cache_info i0 = cache_info("kmalloc-2048");
     ok(i0.array_objs > 0 && i0.num_slabs > 0, "kmalloc-2048 keeps %lu objects in its array, %lu slabs",
        i0.array_objs, i0.num_slabs);
 
@@ -153,7 +139,7 @@ int main(void)
     int rounds = 0, bad = 0;
     size_t n = 0;
     struct sk_cache_info i1 = i0;
-    struct sk_cache_info b0 = info("kmalloc-4096");
+    struct sk_cache_info b0 = cache_info("kmalloc-4096");
     while (rounds < GROW_MAX) {
         /* The busy class is used between every 16 allocations of the
          * growth: never idle for a reaper pass, let alone two. */
@@ -174,7 +160,7 @@ int main(void)
             }
         }
         rounds++;
-        i1 = info("kmalloc-2048");
+        i1 = cache_info("kmalloc-2048");
         if (i1.array_objs == 0 && i1.num_slabs == 0)
             break;
         nap_ms(2);
@@ -182,7 +168,7 @@ int main(void)
     ok(i1.array_objs == 0 && i1.num_slabs == 0,
        "while the heap grows, idle kmalloc-2048 gives back its array objects and slabs (%lu, %lu after %d rounds, %zu KiB grown)",
        i1.array_objs, i1.num_slabs, rounds, n);
-    struct sk_cache_info b = info("kmalloc-4096");
+    struct sk_cache_info b = cache_info("kmalloc-4096");
     ok(b.array_objs > 0 && b.stat[SK_REMOTE_DRAIN] == b0.stat[SK_REMOTE_DRAIN],
        "busy kmalloc-4096 keeps its cache (%lu objects in its array, drained %lu times)", b.array_objs,
        b.stat[SK_REMOTE_DRAIN] - b0.stat[SK_REMOTE_DRAIN]);
@@ -193,7 +179,7 @@ int main(void)
         free(grown[k]);
     /* The reaped class works as before. */
     use_and_leave(2048, 100);
-    struct sk_cache_info i2 = info("kmalloc-2048");
+    struct sk_cache_info i2 = cache_info("kmalloc-2048");
     ok(i2.num_slabs > 0, "the reaped class serves again (%lu slabs)", i2.num_slabs);
     ok(i2.stat[SK_ALLOC_SLOWPATH] > i1.stat[SK_ALLOC_SLOWPATH], "refilled from its slabs");
 

@@ -15,26 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "slabkit.h"
 #include "page/page.h"
 #include "tap.h"
-
-static struct sk_cache_info info(const char *name)
-{
-    struct sk_cache_info i;
-    if (sk_cache_info(name, &i) != 0)
-        BAIL("sk_cache_info(%s) failed", name);
-    return i;
-}
-
-static void nap_ms(long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
+#include "cache_info.h"
 
 static void *objs[2000];
 
@@ -49,7 +35,7 @@ static struct sk_cache_info setup(void)
     }
     for (int i = 0; i < 2000; i++)
         free(objs[i]);
-    struct sk_cache_info a = info("kmalloc-512");
+    struct sk_cache_info a = cache_info("kmalloc-512");
     void *big = malloc(4 << 20);
     if (!big)
         BAIL("malloc(4 MiB)");
@@ -67,7 +53,7 @@ static int without_purger(void)
 {
     struct sk_cache_info a = setup();
     nap_ms(1500);
-    struct sk_cache_info b = info("kmalloc-512");
+    struct sk_cache_info b = cache_info("kmalloc-512");
     printf("kept %lu %lu %lu %lu\n", a.array_objs, a.num_slabs, b.array_objs, b.num_slabs);
     return 0;
 }
@@ -86,7 +72,7 @@ int main(int argc, char **argv)
     struct sk_cache_info b = a;
     int waited = 0;
     for (; waited < 5000; waited += 50) {
-        b = info("kmalloc-512");
+        b = cache_info("kmalloc-512");
         if (b.array_objs == 0 && b.num_slabs == 0)
             break;
         nap_ms(50);

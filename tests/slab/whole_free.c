@@ -26,17 +26,10 @@
 #include "slabkit.h"
 #include "cpus.h"
 #include "tap.h"
+#include "cache_info.h"
 
 #define OBJ 32768
 #define N 64
-
-static struct sk_cache_info info(void)
-{
-    struct sk_cache_info i;
-    if (sk_cache_info("whole-test", &i) != 0)
-        BAIL("sk_cache_info(whole-test) failed");
-    return i;
-}
 
 static void fill(unsigned char *p, unsigned k)
 {
@@ -60,7 +53,7 @@ int main(void)
     sk_cache_t *c = sk_cache_create("whole-test", OBJ, 0, 0, NULL);
     if (!c)
         BAIL("sk_cache_create failed");
-    struct sk_cache_info i0 = info();
+    struct sk_cache_info i0 = cache_info("whole-test");
     is(i0.objs_per_slab, 1, "a 32 KiB object is alone in its slab (order %u)", i0.order);
 
     void *objs[N];
@@ -70,10 +63,10 @@ int main(void)
             BAIL("sk_cache_alloc failed");
         fill(objs[k], k);
     }
-    struct sk_cache_info i1 = info();
+    struct sk_cache_info i1 = cache_info("whole-test");
     for (unsigned k = 0; k < N; k++)
         sk_cache_free(c, objs[k]);
-    struct sk_cache_info i2 = info();
+    struct sk_cache_info i2 = cache_info("whole-test");
     /* Until the node keeps min_partial empty slabs, an emptied slab is
      * kept the SLUB way (CPU partial list, then the node list). */
     unsigned long via_cpu = i2.stat[SK_CPU_PARTIAL_FREE] - i1.stat[SK_CPU_PARTIAL_FREE];
@@ -96,7 +89,7 @@ int main(void)
     for (unsigned k = 0; k < N; k++)
         sk_cache_free(c, objs[k]);
     sk_cache_shrink(c);
-    struct sk_cache_info i3 = info();
+    struct sk_cache_info i3 = cache_info("whole-test");
     is(i3.num_slabs, 0, "sk_cache_shrink leaves no slab");
     is(sk_cache_destroy(c), 0, "the cache is destroyed");
     return done_testing();
