@@ -1257,6 +1257,7 @@ static void zone_rebuild(struct zone *z)
     __atomic_store_n(&z->free_pages, 0, __ATOMIC_RELAXED);
     z->dirty_pages = 0;
     z->partials = NULL;
+    unsigned long exact_blocks = 0, exact_pages = 0;   /* recounted from the heads */
     for (struct vm_slice *s = vm_slices(); s; s = s->next) {
         if (s->zone != z)
             continue;
@@ -1281,10 +1282,16 @@ static void zone_rebuild(struct zone *z)
             } else if ((pg->flags & PG_HEAD) && !(pg->flags & PG_LARGE) && o <= SK_MAX_ORDER) {
                 idx += (size_t)1 << o;
             } else {
+                if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE)) {
+                    exact_blocks++;
+                    exact_pages += pg->large.nr_pages;
+                }
                 idx++;
             }
         }
     }
+    z->exact_blocks = exact_blocks;
+    z->exact_pages = exact_pages;
 }
 
 void page_atfork_child(void)
