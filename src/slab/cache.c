@@ -353,7 +353,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
 }
 
 static spinlock_t init_lock = SPINLOCK_INIT;
-static bool reap_idle_tick(void);
+static bool reap_pass(void);
 
 int slab_init(void)
 {
@@ -370,7 +370,7 @@ int slab_init(void)
         slab_poison_init();
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
         if (r == 0) {
-            page_set_idle_pass(reap_idle_tick);   /* the purger's idle reaping */
+            page_set_idle_pass(reap_pass);   /* the purger's tick reaps too */
             __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
         } else {
             errno = ENOMEM;
@@ -416,17 +416,22 @@ static void reap_one(struct slab_cache *c, struct reap_count *k)
         return;
     }
     if (c->reaped || !ops)
-        return;                   /* idle and already shrunk, or never used
-                                   * (its metadata stays untouched) */
+        return;                   /* idle and already shrunk, or nothing
+                                   * ever went through its arrays */
     c->reaped = true;
     slab_shrink(c);
     k->shrunk++;
 }
 
-/* Never waits for cache_lock: its holder may be this very thread (a
- * malloc in an sk_cache_foreach callback, or in sk_slabinfo's stdio), and
- * a constructor that calls malloc runs under its cache's slab_cpu lock,
- * which slab_shrink would take again: both skip the pass. */
+/* One pass, from kmalloc's slow path (slab_reap) or the purger's tick
+ * (page_set_idle_pass: a program that stops allocating gets back what its
+ * caches keep, as SLAB's cache_reap did every 2 s).  True while some used
+ * cache has not been shrunk since it last moved, or the pass could not
+ * run: the purger keeps ticking.  Never waits for cache_lock: its holder
+ * may be this very thread (a malloc in an sk_cache_foreach callback, or
+ * in sk_slabinfo's stdio), and a constructor that calls malloc runs under
+ * its cache's slab_cpu lock, which slab_shrink would take again: both
+ * skip the pass. */
 static bool reap_pass(void)
 {
     if (!slab_ready() || slab_in_ctor || __atomic_exchange_n(&reap_busy, 1, __ATOMIC_ACQUIRE))
@@ -449,14 +454,6 @@ void slab_reap(unsigned long takes)
 {
     __atomic_store_n(&slab_reap_seen, takes, __ATOMIC_RELAXED);
     reap_pass();
-}
-
-/* The purger's tick (page_set_idle_pass): a program that stops allocating
- * gets back what its caches keep, as SLAB's cache_reap did every 2 s.
- * True while some used cache has not been shrunk since it last moved. */
-static bool reap_idle_tick(void)
-{
-    return reap_pass();
 }
 
 size_t slab_release_all(void)

@@ -19,8 +19,7 @@
  *
  * Large blocks are counted for mallinfo2's hblks/hblkhd: exact blocks by
  * the page allocator under the zone lock it takes anyway, direct mappings
- * here (kmalloc_direct_stats, relaxed atomics); kmalloc_large_totals adds
- * them.  A block of at least kmalloc_direct_min bytes (mallopt
+ * here (relaxed atomics); kmalloc_large_totals adds them.  A block of at least kmalloc_direct_min bytes (mallopt
  * M_MMAP_THRESHOLD; by default only what no buddy order holds) is a direct
  * mapping, unmapped when freed.
  *
@@ -68,24 +67,22 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 };
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
-struct kmalloc_large_stats kmalloc_direct_stats;   /* blocks, pages (= direct_pages) */
+static long direct_blocks, direct_pages;   /* direct mappings in use (relaxed atomics) */
 size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
 
 static void direct_count(long blocks, long pages)
 {
-    __atomic_add_fetch(&kmalloc_direct_stats.blocks, blocks, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&kmalloc_direct_stats.pages, pages, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&direct_blocks, blocks, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&direct_pages, pages, __ATOMIC_RELAXED);
 }
 
 void kmalloc_large_totals(struct kmalloc_large_stats *st)
 {
     unsigned long blocks, pages;
     page_exact_stats(&blocks, &pages);
-    long db = __atomic_load_n(&kmalloc_direct_stats.blocks, __ATOMIC_RELAXED);
-    long dp = __atomic_load_n(&kmalloc_direct_stats.pages, __ATOMIC_RELAXED);
-    st->blocks = (long)blocks + db;
-    st->pages = (long)pages + dp;
-    st->direct_pages = dp;
+    st->direct_pages = __atomic_load_n(&direct_pages, __ATOMIC_RELAXED);
+    st->blocks = (long)blocks + __atomic_load_n(&direct_blocks, __ATOMIC_RELAXED);
+    st->pages = (long)pages + st->direct_pages;
 }
 
 /* What the fast-path tables point at: the cache's arrays, or with

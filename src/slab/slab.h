@@ -537,14 +537,14 @@ static inline unsigned kmalloc_index(size_t size)
         return kmalloc_small_index[(size + 7) >> 3];
     return kmalloc_mid_index[(size - 1) >> KMALLOC_MID_SHIFT];
 }
-/* Large blocks handed out now (malloc's > 32 KiB): count and pages.  The
- * page allocator counts its exact blocks under the zone lock it takes
- * anyway (page_exact_stats); the direct mappings are counted here
- * (relaxed atomics: a system call each anyway). */
+/* Large blocks handed out now (malloc's > 32 KiB): count, pages, and the
+ * pages of those that are direct mappings.  The page allocator counts its
+ * exact blocks under the zone lock it takes anyway (page_exact_stats);
+ * kmalloc counts the direct mappings (relaxed atomics: a system call each
+ * anyway); kmalloc_large_totals adds them up. */
 struct kmalloc_large_stats {
     long blocks, pages, direct_pages;
 };
-extern struct kmalloc_large_stats kmalloc_direct_stats SK_INTERNAL;
 void kmalloc_large_totals(struct kmalloc_large_stats *st);
 /* Blocks of at least this many bytes are direct mappings, unmapped at
  * free (mallopt M_MMAP_THRESHOLD); by default only those no buddy order

@@ -267,7 +267,7 @@ static bool cache_grow(struct slab_cache *c)
     slab_list_add(c, &n->classic, d);
     n->classic.free_objects += c->objects;
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-        lock_release(&n->list_lock);
+    lock_release(&n->list_lock);
     cstat(c, SK_NEW_SLAB);
     return true;
 }

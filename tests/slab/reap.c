@@ -29,11 +29,12 @@
 #include <string.h>
 
 #include "slabkit.h"
+#include "slab/slab.h"          /* SLAB_REAP_MS */
 #include "cpus.h"
 #include "tap.h"
 #include "cache_info.h"
 
-#define SLAB_REAP_WAIT_MS 12   /* past the reaper's 10 ms between passes */
+#define SLAB_REAP_WAIT_MS (SLAB_REAP_MS + 2)   /* past the reaper's time between passes */
 
 /* Leave a class with objects cached: n allocated (and written), freed. */
 static void use_and_leave(size_t size, int n)
