@@ -135,12 +135,18 @@ static unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     return span;
 }
 
+/* The first descriptor of pg's slice. */
+static inline struct sk_page *page_first(const struct sk_page *pg)
+{
+    return (struct sk_page *)page_slice(pg)->pages;
+}
+
 /* Free a block whose first `span` pages may be resident (0: clean, all of
  * it: 1 << order), merging with free buddies (the kernel's
  * __free_one_page). */
 static void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
 {
-    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first);
     uint64_t freed_at = now;
     pg_set_flags(pg, 0);    /* it may end up inside a merged block: no stale head */
@@ -567,12 +573,6 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
     return true;
 }
 
-/* The first descriptor of pg's slice. */
-static inline struct sk_page *page_first(struct sk_page *pg)
-{
-    return (struct sk_page *)page_slice(pg)->pages;
-}
-
 /* Exact blocks in use and their pages (zone->lock held; read unlocked by
  * page_exact_stats). */
 static inline void zone_count_exact(struct zone *z, long blocks, long pages)
@@ -849,7 +849,7 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned lo, size_t nr_page
 {
     struct sk_page *pg = z->dirty[lo].head;
     for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
-        struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+        struct sk_page *first = page_first(pg);
         size_t idx = (size_t)(pg - first), end = idx + nr_pages, q = idx + ((size_t)1 << lo);
         if (end > SLICE_PAGES || !zone_free_until(first, q, end))
             continue;
@@ -906,7 +906,7 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
 void page_free_exact(struct sk_page *pg)
 {
     struct zone *z = &page_zones[pg->node];
-    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first);
     size_t nr = pg->large.nr_pages;
     uint64_t now = os_now_ms_coarse();
@@ -937,7 +937,7 @@ void page_exact_stats(unsigned long *blocks, unsigned long *pages)
 bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
 {
     struct zone *z = &page_zones[pg->node];
-    struct sk_page *first = (struct sk_page *)page_slice(pg)->pages;
+    struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first), nr = pg->large.nr_pages, end = idx + nr_pages;
     uint64_t now = os_now_ms_coarse();
     if (nr_pages == 0 || end > SLICE_PAGES)
