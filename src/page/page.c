@@ -581,10 +581,113 @@ static inline void zone_count_exact(struct zone *z, long blocks, long pages)
     __atomic_store_n(&z->exact_pages, z->exact_pages + (unsigned long)pages, __ATOMIC_RELAXED);
 }
 
-/* A block of `order`; with exact (large blocks: 0 < exact < 2^order) only
+/* Exact blocks from this order up may be served by a run (zone_take_run):
+ * all of them (33 KiB and up round up to order 4). */
+#define EXACT_RUN_MIN_ORDER 4
+#define EXACT_RUN_TRIES 8      /* dirty blocks looked at per order */
+#define EXACT_RUN_ORDERS 3     /* the orders below the request tried */
+
+/*
+ * A run: nr_pages of free blocks around a dirty one, taken off the lists;
+ * the last block's overshoot goes back.  For an exact (large) block when
+ * no dirty block of its rounded-up order is free, before clean memory.
+ *
+ * Why: a large block rounded up to a power of two needs a free, aligned
+ * block of twice its size at worst.  Under a loop of large blocks of
+ * varying sizes, or buffers that grow by realloc side by side, the memory
+ * just freed (resident) is then mostly one order short of the next
+ * request, in runs of free blocks of decreasing orders that no buddy
+ * merge joins.  Such a request took clean memory and faulted it in, while
+ * the resident blocks piled up until the dirty limit purged them: a purge
+ * and a fault per block, and a peak RSS above the live data by the blocks
+ * waiting to be purged.  Serving it from the run that holds a resident
+ * block reuses that memory instead (the jemalloc and glibc way: any page
+ * alignment, not only the buddy's).
+ *
+ * Candidates: the first EXACT_RUN_TRIES dirty blocks of each of the
+ * EXACT_RUN_ORDERS orders below the request's, largest first.  From each,
+ * the run reaches back over the free blocks that end where it starts (at
+ * most what the request needs beyond the block: a run that starts at the
+ * lowest free page leaves the room above it for a realloc to grow into),
+ * then on over the free blocks that follow.  An aligned request (align >
+ * a page) starts at the candidate, which is aligned to its order.
+ * zone->lock held.
+ */
+/* Whether the pages [q, end) of a slice are all free blocks, one after
+ * another from q (a partial slice's unmapped descriptors are zero: never
+ * free).  zone->lock held. */
+static bool zone_free_until(struct sk_page *first, size_t q, size_t end)
+{
+    while (q < end && (pg_flags(first + q) & PG_BUDDY))
+        q += (size_t)1 << first[q].order;
+    return q >= end;
+}
+
+/* The lowest page p >= idx - limit such that [p, idx) is whole free
+ * blocks: a free block that ends at pos starts at pos - 2^o for an o with
+ * pos aligned to 2^o, and its head says so (PG_BUDDY, order o); one head
+ * per page, so at most one o matches.  zone->lock held. */
+static size_t zone_free_back(struct sk_page *first, size_t idx, size_t limit)
+{
+    size_t pos = idx;
+    while (pos) {
+        unsigned top = (unsigned)__builtin_ctzl(pos), o;
+        for (o = 0; o <= top && o <= SK_MAX_ORDER; o++) {
+            struct sk_page *b = first + pos - ((size_t)1 << o);
+            if ((pg_flags(b) & PG_BUDDY) && b->order == o)
+                break;
+        }
+        if (o > top || o > SK_MAX_ORDER || idx - (pos - ((size_t)1 << o)) > limit)
+            break;
+        pos -= (size_t)1 << o;
+    }
+    return pos;
+}
+
+/* Take the free blocks that zone_free_until found at [q, end) off the
+ * lists; the last one's part past end goes back.  Returns whether that
+ * part went back dirty.  zone->lock held. */
+static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, size_t end, uint64_t now)
+{
+    bool dirtied = false;
+    while (q < end) {
+        struct sk_page *b = first + q;
+        size_t span = (size_t)1 << b->order;
+        bool clean = zone_remove(z, b) == 0;
+        if (q + span > end) {                                /* the overshoot */
+            zone_free_range(z, first, end, q + span, clean, now);
+            dirtied |= !clean;
+        }
+        q += span;
+    }
+    return dirtied;
+}
+
+static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_pages, unsigned align_order,
+                                     uint64_t now, bool *dirtied)
+{
+    for (unsigned lo = order; lo-- > 0 && lo + EXACT_RUN_ORDERS >= order && lo >= align_order;) {
+        struct sk_page *pg = z->dirty[lo].head;
+        for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
+            struct sk_page *first = page_first(pg);
+            size_t idx = (size_t)(pg - first), span = (size_t)1 << lo;
+            size_t start = align_order ? idx : zone_free_back(first, idx, nr_pages - span);
+            size_t end = start + nr_pages;
+            if (end > SLICE_PAGES || (end > idx + span && !zone_free_until(first, idx + span, end)))
+                continue;
+            *dirtied |= zone_take_until(z, first, start, end, now);
+            return first + start;
+        }
+    }
+    return NULL;
+}
+
+/* A block of `order`; with exact (large blocks: 0 < exact <= 2^order) only
  * its first `exact` pages, the tail going back in the same lock hold, and
- * the block counted in the zone's exact totals. */
-static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact)
+ * the block counted in the zone's exact totals.  An exact block comes from
+ * a run of resident blocks (zone_take_run, aligned to 2^align_order) where
+ * no resident block of `order` is free. */
+static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order)
 {
     for (bool first = true;; first = false) {
         bool clean;
@@ -592,6 +695,20 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact)
         if (zone_drain_before_fresh(z, order, first))
             continue;
         unsigned long gen = z->grow_gen;
+        if (exact && order >= EXACT_RUN_MIN_ORDER && !zone_has_dirty(z, order)) {
+            uint64_t now = os_now_ms_coarse();
+            bool dirtied = false;
+            struct sk_page *pg = zone_take_run(z, order, exact, align_order, now, &dirtied);
+            if (pg) {
+                zone_count_exact(z, 1, (long)exact);
+                zone_maybe_reclaim(z, now);
+                zone_unlock(z, now, dirtied);
+                pg_set_flags(pg, PG_HEAD);    /* partly resident: not known zero */
+                pg->order = (uint8_t)order;
+                pg->node = (uint8_t)z->node;
+                return pg;
+            }
+        }
         struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
             uint64_t now = os_now_ms_coarse();
@@ -748,7 +865,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    return zone_alloc(zone_here(), order, 0);
+    return zone_alloc(zone_here(), order, 0, 0);
 }
 
 void page_free(struct sk_page *pg, unsigned order)
@@ -796,70 +913,6 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
     }
 }
 
-/* Exact blocks from this order up may be served by a run (zone_take_run). */
-#define EXACT_RUN_MIN_ORDER 9          /* 2 MiB */
-#define EXACT_RUN_TRIES 8
-
-/*
- * A run of nr_pages that starts with a dirty block of order lo (the next
- * order down from what nr_pages rounds up to) and goes on into the free
- * blocks that follow it, taken off the lists; the run's overshoot goes
- * back.  NULL when none of the first few such blocks is followed by
- * enough free pages.  zone->lock held; *dirtied says whether dirty blocks
- * went back.
- *
- * Why: a large block rounded up to a power of two needs a free, aligned
- * block of twice its size at worst.  Under a loop of large blocks of
- * varying sizes the memory just freed (resident) is then often one order
- * short of the next request, which takes clean memory and faults it in,
- * while the resident blocks pile up until the dirty limit purges them: a
- * purge and a fault per block.  Serving the request from the resident
- * block plus what follows it reuses that memory instead.
- */
-/* Whether the pages [q, end) of a slice are all free blocks, one after
- * another from q (a partial slice's unmapped descriptors are zero: never
- * free).  zone->lock held. */
-static bool zone_free_until(struct sk_page *first, size_t q, size_t end)
-{
-    while (q < end && (pg_flags(first + q) & PG_BUDDY))
-        q += (size_t)1 << first[q].order;
-    return q >= end;
-}
-
-/* Take the free blocks that zone_free_until found at [q, end) off the
- * lists; the last one's part past end goes back.  Returns whether that
- * part went back dirty.  zone->lock held. */
-static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, size_t end, uint64_t now)
-{
-    bool dirtied = false;
-    while (q < end) {
-        struct sk_page *b = first + q;
-        size_t span = (size_t)1 << b->order;
-        bool clean = zone_remove(z, b) == 0;
-        if (q + span > end) {                                /* the overshoot */
-            zone_free_range(z, first, end, q + span, clean, now);
-            dirtied |= !clean;
-        }
-        q += span;
-    }
-    return dirtied;
-}
-
-static struct sk_page *zone_take_run(struct zone *z, unsigned lo, size_t nr_pages, uint64_t now, bool *dirtied)
-{
-    struct sk_page *pg = z->dirty[lo].head;
-    for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
-        struct sk_page *first = page_first(pg);
-        size_t idx = (size_t)(pg - first), end = idx + nr_pages, q = idx + ((size_t)1 << lo);
-        if (end > SLICE_PAGES || !zone_free_until(first, q, end))
-            continue;
-        zone_remove(z, pg);
-        *dirtied |= zone_take_until(z, first, q, end, now);
-        return pg;
-    }
-    return NULL;
-}
-
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
 {
     unsigned order = order_for(nr_pages);
@@ -870,31 +923,8 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
         return NULL;
     }
     struct zone *z = zone_large();
-    struct sk_page *pg = NULL;
-    /* No resident block that fits whole: a resident block one order down
-     * and the free pages after it, before clean memory. */
-    if (order >= EXACT_RUN_MIN_ORDER && order - 1 >= align_order && nr_pages < ((size_t)1 << order)) {
-        uint64_t now = os_now_ms_coarse();
-        bool dirtied = false;
-        lock_acquire(&z->lock);
-        if (!zone_has_dirty(z, order))
-            pg = zone_take_run(z, order - 1, nr_pages, now, &dirtied);
-        if (pg) {
-            zone_count_exact(z, 1, (long)nr_pages);
-            zone_maybe_reclaim(z, now);
-        }
-        zone_unlock(z, now, dirtied);
-        if (pg) {
-            pg_set_flags(pg, PG_HEAD | PG_LARGE);
-            pg->order = (uint8_t)(order - 1);
-            pg->node = (uint8_t)z->node;
-            pg->large.nr_pages = nr_pages;
-            page_purger_poll();
-            return pg;
-        }
-    }
     /* The block and its tail's return in one lock hold. */
-    pg = zone_alloc(z, order, nr_pages);
+    struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order);
     if (!pg)
         return NULL;
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE);

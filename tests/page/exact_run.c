@@ -1,0 +1,129 @@
+/*
+ * exact_run — an exact (large) block that no free resident block of its
+ * rounded-up order can hold comes from a run of free resident blocks that
+ * no buddy merge joins (zone_take_run), not from memory that was never
+ * touched or was purged.
+ *
+ * The layout: eight 16-page exact blocks side by side, every page written;
+ * then two neighbours that are not buddies (X at an odd multiple of 16
+ * pages, Y = X + 16) are freed.  That leaves 32 resident free pages as two
+ * order-4 blocks that cannot merge, and no free resident block of order 5.
+ *  - a 20-page block (order 5) starts at X, every page of it already
+ *    resident (mincore), and the zone's resident free pages drop by 20;
+ *  - the same with 16 KiB alignment (no reach back: from an aligned
+ *    candidate on);
+ *  - a 40-page block, which no run of resident pages holds, comes from
+ *    elsewhere, and nothing of the run is taken;
+ *  - once all is freed the books balance and every slice coalesces again
+ *    (accounting.h).
+ * The purger is off (background=0) so that nothing is purged meanwhile.
+ */
+#define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "accounting.h"
+
+#define NBLK 8
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)page_address(*(struct sk_page *const *)a);
+    uintptr_t y = (uintptr_t)page_address(*(struct sk_page *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+/* Pages of [p, p + pages) that are resident. */
+static size_t resident(const void *p, size_t pages)
+{
+    unsigned char vec[64];
+    if (pages > sizeof vec || mincore((void *)p, pages * SK_PAGE_SIZE, vec) != 0)
+        BAIL("mincore: %zu pages", pages);
+    size_t n = 0;
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+static unsigned long dirty_pages(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.dirty_pages;
+}
+
+int main(void)
+{
+    acct_no_purger();
+    page_init();
+
+    struct sk_page *blk[NBLK];
+    for (int i = 0; i < NBLK; i++) {
+        blk[i] = page_alloc_exact(16, 0);
+        if (!blk[i])
+            BAIL("page_alloc_exact(16) failed");
+        memset(page_address(blk[i]), 0x5a, 16 * SK_PAGE_SIZE);
+    }
+    qsort(blk, NBLK, sizeof blk[0], cmp_ptr);
+    /* X: a block at an odd multiple of 16 pages whose lower and upper
+     * neighbours (X - 16, Y + 16) are blocks of ours too. */
+    int x = -1;
+    for (int i = 1; i + 2 < NBLK && x < 0; i++) {
+        char *a = page_address(blk[i]);
+        bool side_by_side = (char *)page_address(blk[i - 1]) + 16 * SK_PAGE_SIZE == a &&
+                            a + 16 * SK_PAGE_SIZE == (char *)page_address(blk[i + 1]) &&
+                            a + 32 * SK_PAGE_SIZE == (char *)page_address(blk[i + 2]);
+        if (side_by_side && page_index(blk[i]) % 32 == 16)
+            x = i;
+    }
+    if (x < 0)
+        BAIL("no two neighbouring non-buddy blocks among %d fresh 16-page blocks", NBLK);
+    char *X = page_address(blk[x]);
+    diag("X at slice page %zu", page_index(blk[x]));
+    unsigned long dirty0 = dirty_pages();
+    page_free_exact(blk[x]);
+    page_free_exact(blk[x + 1]);
+    is(dirty_pages() - dirty0, 32, "the two freed blocks are 32 resident free pages");
+    is(resident(X, 32), 32, "and all 32 are resident");
+
+    /* ---- 20 pages: from the run ---- */
+    struct sk_page *r = page_alloc_exact(20, 0);
+    ok(r != NULL, "page_alloc_exact(20)");
+    is((uintptr_t)page_address(r), (uintptr_t)X, "20 pages: the run at X, not memory never touched");
+    is(r->large.nr_pages, 20, "the block has exactly 20 pages");
+    is(resident(page_address(r), 20), 20, "every page of it was resident already");
+    is(dirty_pages() - dirty0, 12, "the 12 pages past it stay free and resident");
+    memset(page_address(r), 0x6b, 20 * SK_PAGE_SIZE);
+    page_free_exact(r);
+    is(dirty_pages() - dirty0, 32, "freed: 32 resident free pages again");
+
+    /* ---- aligned: from the candidate on ---- */
+    r = page_alloc_exact(20, 2);
+    ok(r != NULL, "page_alloc_exact(20, align 4 pages)");
+    ok(page_index(r) % 4 == 0, "aligned to 4 pages");
+    is((uintptr_t)page_address(r), (uintptr_t)X, "aligned: the run at X as well");
+    is(resident(page_address(r), 20), 20, "every page of it resident");
+    page_free_exact(r);
+
+    /* ---- too long for the run ---- */
+    r = page_alloc_exact(40, 0);
+    ok(r != NULL, "page_alloc_exact(40)");
+    char *p = page_address(r);
+    ok(p + 40 * SK_PAGE_SIZE <= X || p >= X + 32 * SK_PAGE_SIZE, "40 pages: not over the 32-page run");
+    is(dirty_pages() - dirty0, 32, "and the run is left whole");
+    memset(p, 0x7c, 40 * SK_PAGE_SIZE);
+    page_free_exact(r);
+
+    /* ---- the books ---- */
+    for (int i = 0; i < NBLK; i++)
+        if (i != x && i != x + 1)
+            page_free_exact(blk[i]);
+    struct page_stats st;
+    unsigned long smaller = acct_all_freed(&st);
+    is(smaller, 0, "all freed: every slice one block of order %d again", SK_MAX_ORDER);
+    unsigned long blocks, pages;
+    page_exact_stats(&blocks, &pages);
+    ok(blocks == 0 && pages == 0, "no exact block counted in use (%lu blocks, %lu pages)", blocks, pages);
+    return done_testing();
+}
