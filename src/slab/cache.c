@@ -512,6 +512,8 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
         }
         if (pg)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
+        if (slab_fresh_object(obj, &owner))
+            os_fatal("invalid free: sk_cache_free(%p) in %s, an object never handed out", obj, owner->name);
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
     slab_free_at(c, pg, obj, "sk_cache_free");

@@ -211,6 +211,11 @@ static __attribute__((noreturn)) void bad_pointer(const void *p, const char *cal
         uint32_t idx = slab_obj_index(c, pg, p);
         if ((const char *)p < pg->slab.s_mem || idx >= c->objects)
             os_fatal("invalid pointer: %s(%p) in %s, outside any object", call, p, c->name);
+        /* An object of a CPU slab's fresh range (slab.c): its memory holds
+         * no marker, its page says so. */
+        struct slab_cache *fc;
+        if (slab_fresh_object(p, &fc))
+            os_fatal("invalid free: %s(%p) in %s, an object never handed out", call, p, fc->name);
         slab_bad_free("interior pointer", call, p, c, pg->slab.s_mem + (size_t)idx * c->size);
     }
     struct sk_page *head = page_find_head(p);

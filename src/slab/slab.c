@@ -4,7 +4,9 @@
  * node partial lists, slab creation and destruction, shrinking.
  *
  * Refill order: the node's barn (a batch another CPU flushed), then this
- * CPU's slab, its partial list, the node partial list, a new slab.  Flush:
+ * CPU's slab (its private freelist, remote frees, then its fresh range:
+ * objects never handed out, written only as they are, below), its partial
+ * list, the node partial list, a new slab (made lazily).  Flush:
  * into the barn while another CPU is refilling, else back to the slabs.
  * With sheaves=0 (c->slots set) there are no arrays to refill: the slow
  * paths, shrink, the double-free search and statistics hand over to
@@ -35,7 +37,10 @@
  *  - counters.inuse counts objects not on slab->freelist: handed to users,
  *    in per-CPU arrays, or on a CPU's private freelist.
  * A CPU's private freelist (slab_cpu->freelist) holds objects of its CPU
- * slab that only that CPU hands out; it needs no atomics.
+ * slab that only that CPU hands out; it needs no atomics.  So does its
+ * fresh range (slab_cpu->fresh): while it is not empty the slab is the
+ * CPU slab, on no list, and its pages where range objects start carry
+ * PG_FRESH.
  * Free pointers are stored obfuscated (cache random ^ slot address), the
  * kernel's SLAB_FREELIST_HARDENED, behind get_fp/set_fp.
  * A cache watched by memcheck or ASan (c->poison) has its objects poisoned
@@ -79,7 +84,7 @@ void slab_remove_partial(struct slab_node *n, struct sk_page *pg)
 
 /* ---- slabs ---- */
 
-struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
+struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, bool *zero)
 {
     struct sk_page *pg = page_alloc(c->order);
     if (!pg)
@@ -91,23 +96,31 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
                       c->offset == 0 ? SLAB_FRESH_ZERO_KEY : SLAB_FRESH_KEY;
     char *base = page_address(pg);
     char *s_mem = base + c->reserved;
-    slab_claim_pages(c, pg, s_mem);
+    slab_claim_pages(c, pg, s_mem, lazy);
     pg->slab.next = pg->slab.prev = NULL;
     pg->list_gen = 0;
-    /* Chain every object in address order; construct each once, now.
-     * Each carries the fresh marker (never handed out) until a hand-out
-     * clears it; below 16 bytes the free pointer takes its place. */
-    if (c->ctor)
-        slab_in_ctor++;
-    for (unsigned i = 0; i < c->objects; i++) {
-        char *obj = s_mem + (size_t)i * c->size;
+    if (lazy) {
+        /* The whole slab is the fresh range: nothing written in it. */
+        pg->slab.fresh = 0;
+        *zero = fresh == SLAB_FRESH_ZERO_KEY;
+        s_mem = NULL;
+    } else {
+        /* Chain every object in address order; construct each once, now.
+         * Each carries the fresh marker (never handed out) until a
+         * hand-out clears it; below 16 bytes the free pointer takes its
+         * place. */
         if (c->ctor)
-            c->ctor(obj);
-        *slab_marker(c, obj) = fresh;
-        set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
+            slab_in_ctor++;
+        for (unsigned i = 0; i < c->objects; i++) {
+            char *obj = s_mem + (size_t)i * c->size;
+            if (c->ctor)
+                c->ctor(obj);
+            *slab_marker(c, obj) = fresh;
+            set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
+        }
+        if (c->ctor)
+            slab_in_ctor--;
     }
-    if (c->ctor)
-        slab_in_ctor--;
     if (slab_poisons(c))
         slab_poison_new_slab(c, s_mem);
     union slab_counters cnt = { .v = 0 };
@@ -119,10 +132,85 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist)
     pg->slab.counters = cnt.v;
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB, __ATOMIC_RELEASE);
+    __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB | (lazy ? PG_FRESH : 0), __ATOMIC_RELEASE);
     *freelist = s_mem;
     stat(c, SK_NEW_SLAB);
     return pg;
+}
+
+/*
+ * The fresh range.  A new CPU slab is created lazily: nothing is written
+ * into it, and its objects [sc->fresh, objects) are handed out from the
+ * range in address order as refills ask for them (each then gets the
+ * fresh marker, as the objects of an eagerly made slab have from the
+ * start).  So a size class a program uses for a few objects touches their
+ * pages only, not its whole slab (up to 8 pages for one 4 KiB stdio
+ * buffer), and a new slab costs no chain walk.  The range is the CPU's,
+ * like its private freelist: its objects count in the slab's inuse.
+ *
+ * A free of an object never handed out must still be caught, and its
+ * memory holds no marker to say so: the slab's pages where such objects
+ * start carry PG_FRESH and `fresh`, the index of the range's first
+ * object, which slab_of_object compares (the free fast path reads the
+ * descriptor line anyway).  As the range shrinks, pages whose objects all
+ * lie below it lose the flag and the page where it now starts gets the
+ * new index, before the objects are handed out; pages above keep an
+ * older, lower index, which rejects all of their objects as it should.
+ * The range ends when it is used up, or when its slab, entirely free,
+ * goes back at a shrink; a slab with objects in use keeps it and stays
+ * this CPU's (a shrink frees nothing of it either way).  Caches whose
+ * objects need work at creation (a constructor, memcheck or ASan
+ * poisoning) and the other modes (sheaves=0, slub_debug, SLAB) make their
+ * slabs eagerly.
+ */
+static void fresh_advance(struct slab_cache *c, struct sk_page *pg, unsigned from, unsigned to)
+{
+    size_t first = ((size_t)from * c->size + c->reserved) >> SK_PAGE_SHIFT;
+    size_t last = to < c->objects ? ((size_t)to * c->size + c->reserved) >> SK_PAGE_SHIFT
+                                  : (size_t)1 << c->order;
+    if (to < c->objects)
+        __atomic_store_n(&pg[last].slab.fresh, (uintptr_t)to, __ATOMIC_RELEASE);
+    for (size_t i = first; i < last; i++)
+        __atomic_store_n(&pg[i].flags, pg_flags(pg + i) & ~PG_FRESH, __ATOMIC_RELEASE);
+}
+
+/* slab.h: for the reports of a bad free. */
+bool slab_fresh_object(const void *p, struct slab_cache **cp)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    if (!s || (s->kind != VM_SLICE_BASE && s->kind != VM_SLICE_HUGE) || !vm_slice_maps(s, p))
+        return false;
+    struct sk_page *pg = page_of_slice(s, p);
+    if ((pg_flags(pg) & (PG_SLAB | PG_FRESH)) != (PG_SLAB | PG_FRESH))
+        return false;
+    struct slab_cache *c = pg->slab.cache;
+    uint32_t idx = slab_obj_exact(c, pg, p);
+    if (idx >= c->objects || idx < __atomic_load_n(&pg->slab.fresh, __ATOMIC_ACQUIRE))
+        return false;
+    *cp = c;
+    return true;
+}
+
+static inline bool cpu_has_fresh(const struct slab_cache *c, const struct slab_cpu *sc)
+{
+    return sc->slab && sc->fresh < c->objects;
+}
+
+/* Up to `want` objects from the CPU slab's fresh range into buf, each with
+ * the fresh marker (slab_cpu lock held). */
+static unsigned take_fresh(struct slab_cache *c, struct slab_cpu *sc, void **buf, unsigned want)
+{
+    struct sk_page *pg = sc->slab;
+    unsigned from = sc->fresh, to = from + want < c->objects ? from + want : c->objects;
+    uintptr_t key = sc->fresh_zero ? SLAB_FRESH_ZERO_KEY : SLAB_FRESH_KEY;
+    for (unsigned i = from; i < to; i++) {
+        char *obj = pg->slab.s_mem + (size_t)i * c->size;
+        *slab_marker(c, obj) = key;
+        buf[i - from] = obj;
+    }
+    fresh_advance(c, pg, from, to);
+    sc->fresh = (uint16_t)to;
+    return to - from;
 }
 
 void slab_discard(struct slab_cache *c, struct sk_page *pg)
@@ -451,6 +539,13 @@ void *slab_alloc_slow(struct slab_cache *c)
         goto refilled;
     struct slab_cpu *sc = &c->cpu[cpu];
     lock_acquire(&sc->lock);
+    /* Slow start: the first refills on this CPU take 1, 2, 4 ... objects,
+     * so a class a program uses for a few objects touches no more of a
+     * new slab than it uses (fresh range), and a busy one soon takes
+     * whole batches. */
+    unsigned long refills = sc->stat[SK_ARRAY_REFILL];
+    if (unlikely(refills < 8) && want > (1u << refills))
+        want = 1u << refills;
     while (n < want) {
         if (sc->freelist) {
             struct sk_page *pg = sc->slab;
@@ -463,6 +558,13 @@ void *slab_alloc_slow(struct slab_cache *c)
             sc->stat[SK_ALLOC_CPU_SLAB]++;
             continue;
         }
+        /* Objects freed back into the slab (resident) before its fresh
+         * range; a slab with a range is never retired here. */
+        if (cpu_has_fresh(c, sc) && !slab_freelist(sc->slab)) {
+            n += take_fresh(c, sc, buf + n, want - n);
+            sc->stat[SK_ALLOC_CPU_SLAB]++;
+            continue;
+        }
         if (sc->slab) {
             bool retired;
             sc->freelist = slab_take_freelist(c, sc->slab, &retired);
@@ -472,19 +574,25 @@ void *slab_alloc_slow(struct slab_cache *c)
         }
         if (sc->partial) {
             sc->slab = sc->partial;
+            sc->fresh = c->objects;
             sc->partial = sc->slab->slab.next;
             sc->partial_slabs--;
             sc->stat[SK_CPU_PARTIAL_ALLOC]++;
             continue;
         }
         void *fl = NULL;
+        bool lazy = !c->ctor && !slab_poisons(c), zero = false;
         struct sk_page *pg = slab_get_node_partial(c, sc, &fl);
         if (!pg)
-            pg = slab_new_slab(c, &fl);
+            pg = slab_new_slab(c, &fl, lazy, &zero);
+        else
+            lazy = false;
         if (!pg)
             break;
         sc->slab = pg;
         sc->freelist = fl;
+        sc->fresh = lazy ? 0 : c->objects;
+        sc->fresh_zero = zero;
     }
     if (n)
         sc->stat[SK_ARRAY_REFILL]++;
@@ -698,12 +806,39 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
     return discard;
 }
 
-/* Give a CPU slab and its private freelist back (slab_cpu lock held). */
+/* Give a CPU slab and its private freelist back (slab_cpu lock held).
+ * A slab with a fresh range goes back only when it is entirely free, to
+ * the page allocator, its range never written; with objects in use it
+ * stays this CPU's (writing the range into a freelist would only make its
+ * pages resident). */
 static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
 {
     struct sk_page *pg = sc->slab;
     if (!pg)
         return 0;
+    if (cpu_has_fresh(c, sc)) {
+        unsigned priv = c->objects - sc->fresh;
+        for (void *o = sc->freelist; o; o = get_fp_checked(c, pg, o))
+            priv++;
+        union slab_counters old, new;
+        void *fl;
+        do {
+            fl = slab_freelist(pg);
+            old.v = slab_counters(pg);
+            if (old.inuse != priv)
+                return 0;             /* objects in use (or a free racing in) */
+            new = old;
+            new.inuse = 0;
+            new.frozen = 0;
+            new.owner = SLAB_NO_OWNER;
+        } while (!slab_cmpxchg(c, pg, fl, old.v, NULL, new.v));
+        /* Nobody holds an object of it: nobody can reach it (the discard
+         * clears every flag, PG_FRESH too). */
+        sc->slab = NULL;
+        sc->freelist = NULL;
+        slab_discard(c, pg);
+        return 1;
+    }
     void *head = sc->freelist;
     sc->slab = NULL;
     sc->freelist = NULL;
@@ -787,11 +922,14 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         k.slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
         lock_acquire(&sc->lock);
         if (sc->slab) {
-            /* Its private freelist, and what others freed into it since. */
+            /* Its private freelist and fresh range, and what others freed
+             * into it since. */
             union slab_counters cnt = { .v = slab_counters(sc->slab) };
             k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
             for (void *o = sc->freelist; o; o = get_fp(c, o))
                 k.free_objs++;
+            if (cpu_has_fresh(c, sc))
+                k.free_objs += c->objects - sc->fresh;
         }
         for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };

@@ -51,6 +51,11 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
     lock_t lock;                  /* the per-CPU slow-path lock */
     struct sk_page *slab;         /* CPU slab (frozen), or NULL */
     void *freelist;               /* objects of `slab` only this CPU takes */
+    /* The fresh range of `slab`: its objects [fresh, objects) were never
+     * handed out and are not initialised (slab.c); fresh_zero: they lie on
+     * pages known zero.  fresh == objects: none. */
+    uint16_t fresh;
+    bool fresh_zero;
     struct sk_page *partial;      /* frozen partial slabs, via slab.next */
     unsigned partial_slabs;
     unsigned long stat[SK_STAT_NR];
@@ -341,14 +346,25 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     if (unlikely(!s))
         return NULL;
     struct sk_page *pg = page_of_slice(s, p);
-    if (unlikely(!(pg->flags & PG_SLAB)))
+    uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
+    if (unlikely(!(f & PG_SLAB)))
         return NULL;
     struct slab_cache *c = pg->slab.cache;
-    if (unlikely(slab_obj_exact(c, pg, p) >= c->objects))
+    uint32_t idx = slab_obj_exact(c, pg, p);
+    if (unlikely(idx >= c->objects))
+        return NULL;
+    /* Never handed out: not an object yet (its memory is not initialised,
+     * so the free marker cannot tell). */
+    if (unlikely(f & PG_FRESH) && idx >= __atomic_load_n(&pg->slab.fresh, __ATOMIC_ACQUIRE))
         return NULL;
     *cp = c;
     return pg;
 }
+
+/* Whether p is the start of an object never handed out, in a CPU slab's
+ * fresh range (slab.c), which slab_of_object rejects: *cp gets its cache.
+ * For the reports of a bad free. */
+bool slab_fresh_object(const void *p, struct slab_cache **cp);
 
 /* ---- the free marker: every double free is caught ----
  *
@@ -396,15 +412,17 @@ void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
 void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
 /* Claim the pages of a new slab of c at pg (order c->order) whose objects
- * start at s_mem: every tail page points at its head, the head last. */
-static inline void slab_claim_pages(struct slab_cache *c, struct sk_page *pg, char *s_mem)
+ * start at s_mem: every tail page points at its head, the head last.
+ * fresh: the tails get PG_FRESH with nothing handed out (fresh = 0). */
+static inline void slab_claim_pages(struct slab_cache *c, struct sk_page *pg, char *s_mem, bool fresh)
 {
     size_t pages = (size_t)1 << c->order;
     for (size_t i = 1; i < pages; i++) {
         pg[i].slab.cache = c;
         pg[i].slab.s_mem = s_mem;
         pg[i].slab.head = pg;
-        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL, __ATOMIC_RELEASE);
+        pg[i].slab.fresh = 0;
+        __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL | (fresh ? PG_FRESH : 0), __ATOMIC_RELEASE);
     }
     pg->slab.cache = c;
     pg->slab.s_mem = s_mem;

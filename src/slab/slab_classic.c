@@ -237,7 +237,7 @@ static bool cache_grow(struct slab_cache *c)
         offset += k->mgmt_size;
     }
     char *s_mem = base + offset;
-    slab_claim_pages(c, pg, s_mem);
+    slab_claim_pages(c, pg, s_mem, false);
     struct slab_desc *d;
     bufctl_t *idx;
     if (k->onslab) {

@@ -379,7 +379,7 @@ static void full_remove(struct slab_node *n, struct sk_page *pg)
 static struct sk_page *new_slab(struct slab_cache *c)
 {
     void *fl;
-    struct sk_page *pg = slab_new_slab(c, &fl);
+    struct sk_page *pg = slab_new_slab(c, &fl, false, NULL);
     if (!pg)
         return NULL;
     for (unsigned i = 0; i < c->objects; i++) {

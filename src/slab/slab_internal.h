@@ -124,8 +124,11 @@ void slab_remove_partial(struct slab_node *n, struct sk_page *pg);
 /* Give an empty slab, on no list, back to the page allocator. */
 void slab_discard(struct slab_cache *c, struct sk_page *pg);
 
-/* A new frozen slab, every object in use; *freelist gets its objects. */
-struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist);
+/* A new frozen slab, every object in use; *freelist gets its objects
+ * chained, or with lazy NULL: none is written, the whole slab is a fresh
+ * range for the CPU that takes it (slab.c; *zero: its pages are known
+ * zero). */
+struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, bool *zero);
 /* Take the whole freelist of a frozen slab; an empty one is unfrozen
  * instead (*retired). */
 void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired);

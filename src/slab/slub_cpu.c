@@ -87,7 +87,7 @@ static void *refill_chain(struct slab_cache *c, int slot, struct sk_page **out)
         }
         pg = slab_get_node_partial(c, sc, &fl);
         if (!pg)
-            pg = slab_new_slab(c, &fl);
+            pg = slab_new_slab(c, &fl, false, NULL);
         break;
     }
     lock_release(&sc->lock);

@@ -546,6 +546,8 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
             else
                 approx = 1;
             k.free_objs += chain_len(r, c, (uintptr_t)sc->freelist, c->objects, &approx);
+            if (sc->fresh < c->objects)   /* its fresh range (slab.c) */
+                k.free_objs += c->objects - sc->fresh;
         }
         info->cpu_partial_slabs +=
             walk_slabs(r, ca, (uintptr_t)sc->partial, bound, &k.free_objs, NULL, &approx);
