@@ -56,6 +56,23 @@ static inline void lock_acquire(lock_t *l) { sk_mutex_lock(l); }
 static inline bool lock_try(lock_t *l) { return sk_mutex_trylock(l); }
 static inline void lock_release(lock_t *l) { sk_mutex_unlock(l); }
 static inline void lock_reset(lock_t *l) { sk_mutex_init(l); }
+/* A forked child's reset of a lock some parent thread may have held,
+ * spun or slept on: only a lock in such a state is written, so that the
+ * child, which walks every lock of every cache, does not copy the pages
+ * of idle ones (a fork then costs a handful of page faults, not a copy of
+ * all of slabkit's metadata).  `owner` and `handoff_after` are only
+ * heuristics and stay. */
+static inline bool lock_idle(const lock_t *l)
+{
+    return !(__atomic_load_n(&l->state, __ATOMIC_RELAXED) | __atomic_load_n(&l->handoff, __ATOMIC_RELAXED) |
+             __atomic_load_n(&l->spinners, __ATOMIC_RELAXED) | __atomic_load_n(&l->wait, __ATOMIC_RELAXED)) &&
+           !__atomic_load_n(&l->osq, __ATOMIC_RELAXED);
+}
+static inline void lock_reset_child(lock_t *l)
+{
+    if (!lock_idle(l))
+        lock_reset(l);
+}
 /* In a forked child: free the spin-queue nodes of threads gone with the
  * fork (after every lock_t has been reset). */
 void lock_atfork_child(void);

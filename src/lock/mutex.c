@@ -103,6 +103,9 @@ struct mutex_node {
 } __attribute__((aligned(CACHE_LINE)));
 
 static struct mutex_node node_pool[MUTEX_NODE_POOL];
+/* Set once a node was ever claimed: until then the pool (16 KiB of bss) is
+ * untouched, and a fork child need not read it (lock_atfork_child). */
+static bool node_pool_used;
 
 /* Claim a node: probe a few slots from a per-thread hash.  NULL when all
  * are busy, which only happens with hundreds of spinners: then don't spin. */
@@ -113,6 +116,8 @@ static struct mutex_node *node_get(void)
     unsigned start = (unsigned)(h >> 40);
     for (unsigned i = 0; i < 8; i++) {
         struct mutex_node *n = &node_pool[(start + i) % MUTEX_NODE_POOL];
+        if (unlikely(!LD(&node_pool_used)))
+            __atomic_store_n(&node_pool_used, true, __ATOMIC_RELAXED);
         if (LD(&n->busy) == 0 && __atomic_exchange_n(&n->busy, 1, __ATOMIC_ACQUIRE) == 0)
             return n;
     }
@@ -126,8 +131,11 @@ static void node_put(struct mutex_node *n) { ST_REL(&n->busy, 0); }
  * mutex, so no queue still points at them). */
 void lock_atfork_child(void)
 {
+    if (!LD(&node_pool_used))
+        return;                          /* never touched: nothing to free */
     for (unsigned i = 0; i < MUTEX_NODE_POOL; i++)
-        node_pool[i].busy = 0;
+        if (node_pool[i].busy)           /* idle nodes' pages stay shared */
+            node_pool[i].busy = 0;
 }
 
 /* Wait until our successor is known and detach it, or, if we are the tail,

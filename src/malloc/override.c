@@ -446,9 +446,13 @@ static void reset_arrays(cpu_arrays_t tab)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
         struct cpu_array *a = cpu_array_at(tab, cpu);
-        a->lock.v = 0;
+        /* Written only when set: the pages of idle arrays stay shared
+         * with the parent (lock_reset_child). */
+        if (a->lock.v)
+            a->lock.v = 0;
         /* A drain caught mid-way still had every object in the array. */
-        a->word &= ~(uint64_t)CPU_ARRAY_LOCKED;
+        if (a->word & CPU_ARRAY_LOCKED)
+            a->word &= ~(uint64_t)CPU_ARRAY_LOCKED;
     }
 }
 
@@ -465,10 +469,15 @@ static void fork_child(void)
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
-        reset_arrays(slab_arrays(c));
+        /* A cache never allocated from took no lock of its per-CPU state
+         * (slab_mark_used comes first), whose pages a read would make
+         * resident here; its node state lies in the cache itself. */
+        bool used = slab_used(c);
+        if (used)
+            reset_arrays(slab_arrays(c));
         if (c->slots)
             slub_cpu_atfork_child(c);
-        for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        for (int cpu = 0; used && cpu < cpu_nr_ids; cpu++) {
             struct slab_cpu *sc = &c->cpu[cpu];
             if (lock_was_held(&sc->lock)) {
                 /* Caught mid-refill: leak this CPU's slabs in the child. */
@@ -477,7 +486,7 @@ static void fork_child(void)
                 sc->partial = NULL;
                 sc->partial_slabs = 0;
             }
-            lock_reset(&sc->lock);
+            lock_reset_child(&sc->lock);
         }
         for (int n = 0; n < MAX_NUMNODES; n++) {
             struct slab_node *nd = &c->node[n];
@@ -491,10 +500,10 @@ static void fork_child(void)
                 if (c->mode == SLAB_MODE_CLASSIC)
                     slab_classic_abandon_node(nd);
             }
-            lock_reset(&nd->list_lock);
+            lock_reset_child(&nd->list_lock);
             if (lock_was_held(&nd->barn.lock))
                 nd->barn.count = 0;     /* caught mid-copy: leak its objects */
-            lock_reset(&nd->barn.lock);
+            lock_reset_child(&nd->barn.lock);
         }
     }
     kfence_atfork_child();

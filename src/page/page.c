@@ -1328,11 +1328,12 @@ void page_atfork_child(void)
 {
     /* A parent thread caught initialising is gone; page_ready still false
      * makes the child's first call do it again (each step is idempotent). */
-    spin_unlock(&init_lock);
+    if (spin_is_locked(&init_lock))
+        spin_unlock(&init_lock);
     for (int n = 0; n < MAX_NUMNODES; n++) {
         struct zone *z = &page_zones[n];
         bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;
-        lock_reset(&z->lock);
+        lock_reset_child(&z->lock);
         if (held || z->purging) {
             zone_rebuild(z);
             z->purging = 0;
@@ -1341,7 +1342,7 @@ void page_atfork_child(void)
          * but had not handed to the zone is leaked; the slice is closed. */
         if (__atomic_load_n(&z->grow_lock.state, __ATOMIC_RELAXED) != 0)
             z->partial = NULL;
-        lock_reset(&z->grow_lock);
+        lock_reset_child(&z->grow_lock);
     }
     purge_atfork_child();
 }

@@ -576,8 +576,10 @@ void slab_atfork_child(void)
         meta_structs.next = meta_structs.end = meta_percpu.next = meta_percpu.end = NULL;
         spin_unlock(&meta_lock);
     }
-    lock_reset(&cache_lock);
-    reap_busy = 0;                /* a reaper caught mid-pass */
+    lock_reset_child(&cache_lock);
+    if (reap_busy)
+        reap_busy = 0;            /* a reaper caught mid-pass */
     /* A thread caught initialising left nothing published: start over. */
-    spin_unlock(&init_lock);
+    if (spin_is_locked(&init_lock))
+        spin_unlock(&init_lock);
 }

@@ -519,10 +519,9 @@ void *slab_alloc_slow(struct slab_cache *c)
         return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
     if (c->slots)
         return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
+    slab_mark_used(c);
     stat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
-    if (unlikely(!__atomic_load_n(&c->used, __ATOMIC_RELAXED)))
-        __atomic_store_n(&c->used, true, __ATOMIC_RELAXED);
     /* The fast path may have failed only for want of a fallback slot. */
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
@@ -850,6 +849,8 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
  * too): shrink reports the slabs it gave back itself. */
 int slab_shrink(struct slab_cache *c)
 {
+    if (!slab_used(c))
+        return 0;         /* never allocated from: nothing anywhere */
     if (c->mode == SLAB_MODE_CLASSIC)
         return slab_classic_shrink(c);
     void *buf[SLAB_BATCH_MAX];
@@ -912,7 +913,10 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
 {
     slab_info_fixed(c, info);
     struct slab_info_counts k = { 0 };
-    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+    /* A cache never allocated from has its per-CPU state untouched: not
+     * read (slab_mark_used), all of it zero. */
+    bool used = slab_used(c);
+    for (int cpu = 0; used && cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         info->array_objs += cpu_array_count(slab_arrays(c), cpu);
         k.ops += cpu_array_ops(slab_arrays(c), cpu);
@@ -941,8 +945,10 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         lock_release(&sc->lock);
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */
-    info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
-    k.ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+    if (used) {
+        info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
+        k.ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+    }
     for (int nid = 0; nid < MAX_NUMNODES; nid++) {
         struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC)
@@ -961,6 +967,6 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->barn_capacity += n->barn.cap;   /* only node 0 has a barn */
     }
     slab_info_derive(info, &k);
-    if (c->slots)
+    if (c->slots && used)
         slub_cpu_info(c, info);
 }

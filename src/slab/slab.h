@@ -146,9 +146,11 @@ struct slab_cache {
     struct slab_cache *next;      /* all caches, creation order */
     /* slab_reap (cache_lock): the arrays' operation count at the last
      * pass, and whether the cache was shrunk since it last moved; used:
-     * set by the first refill, so that the reaper reads the per-CPU
-     * arrays of used caches only (a read of an untouched page can cost a
-     * resident page, as a write does). */
+     * set by the first refill, before the per-CPU state (arrays,
+     * slab_cpu) is first written (slab_mark_used), so that the reaper,
+     * statistics, shrink and a fork child read it for used caches only (a
+     * read of an untouched page can cost a resident page, as a write
+     * does). */
     uint64_t reap_ops;
     bool reaped;
     bool used;
@@ -192,6 +194,24 @@ static inline void slab_reap_poll(void)
     unsigned long t = page_clean_takes();
     if (unlikely(t != __atomic_load_n(&slab_reap_seen, __ATOMIC_RELAXED)))
         slab_reap(t);
+}
+
+/* The cache's per-CPU state (arrays, slab_cpu) is about to be written
+ * for the first time: say so before any of its locks is taken.  A cache
+ * never used has that memory untouched, and what only reads or resets it
+ * (statistics, shrink, a forked child) leaves it alone: a read of a page
+ * never written costs a resident page here, and a fork child's reset a
+ * copy of it.  A held lock implies the flag is visible (its store comes
+ * first, and the lock's atomic orders it on x86 and with release
+ * elsewhere). */
+static inline void slab_mark_used(struct slab_cache *c)
+{
+    if (unlikely(!__atomic_load_n(&c->used, __ATOMIC_RELAXED)))
+        __atomic_store_n(&c->used, true, __ATOMIC_RELEASE);
+}
+static inline bool slab_used(const struct slab_cache *c)
+{
+    return __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
 }
 
 /* NULL (ENOMEM) when the OS refuses the cache's metadata. */

@@ -713,6 +713,6 @@ void vm_atfork_child(void)
             r->nr_free = nfree;
         }
         vm_spare = NULL;
+        spin_unlock(&vm_lock);
     }
-    spin_unlock(&vm_lock);
 }
