@@ -579,8 +579,10 @@ void *slab_alloc_slow(struct slab_cache *c)
             sc->stat[SK_CPU_PARTIAL_ALLOC]++;
             continue;
         }
+        /* Lazily, unless this refill takes the whole slab anyway (a
+         * slab of one 32 KiB object: no flags to set and clear). */
         void *fl = NULL;
-        bool lazy = !c->ctor && !slab_poisons(c), zero = false;
+        bool lazy = !c->ctor && !slab_poisons(c) && c->objects > want - n, zero = false;
         struct sk_page *pg = slab_get_node_partial(c, sc, &fl);
         if (!pg)
             pg = slab_new_slab(c, &fl, lazy, &zero);
