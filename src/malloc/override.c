@@ -460,6 +460,7 @@ static void fork_child(void)
 {
     os_options_atfork_child();
     os_threads_atfork_child();
+    os_random_atfork_child();
     exit_output_atfork_child();
     lock_atfork_child();
     cpu_atfork_child();

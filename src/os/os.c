@@ -298,17 +298,42 @@ uint64_t os_now_ms_coarse(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* A pool of getrandom's output, handed out a value at a time under a
+ * test-and-set flag (held for a copy, or for the system call that refills
+ * it; the os layer has no lock of its own).  256 bytes: what getrandom
+ * never returns short of. */
+#define RANDOM_POOL 32
+static uint64_t random_pool[RANDOM_POOL];
+static unsigned random_left;
+static int random_busy;
+
 uint64_t os_random64(void)
 {
-    uint64_t v = 0;
-    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+    while (__atomic_exchange_n(&random_busy, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (!random_left && getrandom(random_pool, sizeof random_pool, GRND_NONBLOCK) == (ssize_t)sizeof random_pool)
+        random_left = RANDOM_POOL;
+    uint64_t v;
+    if (random_left) {
+        v = random_pool[--random_left];
+        random_pool[random_left] = 0;     /* handed out once */
+    } else {
         /* No entropy yet (early boot): still differ per process and run. */
         v = os_now_ns() ^ ((uint64_t)(uintptr_t)&v << 16) ^ (uint64_t)getpid();
         v ^= v >> 29;
         v *= 0xbf58476d1ce4e5b9ull;
         v ^= v >> 32;
     }
+    __atomic_store_n(&random_busy, 0, __ATOMIC_RELEASE);
     return v | 1;
+}
+
+void os_random_atfork_child(void)
+{
+    if (random_left || random_busy) {
+        random_left = 0;
+        random_busy = 0;
+    }
 }
 
 void os_yield(void) { sched_yield(); }
