@@ -41,6 +41,8 @@ static inline int tap_ok(int cond, const char *file, int line, const char *fmt, 
         if (!ok(g_ == w_, __VA_ARGS__)) printf("#          got: %lld\n#     expected: %lld\n", g_, w_); } while (0)
 #define diag(...) do { printf("# "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 #define skip_all(...) do { printf("1..0 # SKIP "); printf(__VA_ARGS__); printf("\n"); exit(0); } while (0)
+/* One test that does not apply here: counted, passing, and saying why. */
+#define skip(...) do { printf("ok %d # SKIP ", ++tap_n); printf(__VA_ARGS__); printf("\n"); fflush(stdout); } while (0)
 
 static inline int done_testing(void)
 {

@@ -285,7 +285,7 @@ SK_NOINLINE void sized_free_slow(struct sized_entry *e, void *p, size_t size, si
     if (!p)
         return;
     struct slab_cache *c, *want = sized_class(size, align);
-    if (route == SIZED_TRUST && want) {
+    if (route == SIZED_TRUST && want && !(want->order && slab_on_fresh_page(p))) {
         slab_free(want, p, e->call);
         return;
     }

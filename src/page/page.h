@@ -11,9 +11,9 @@
  *   PG_TAIL    another page of a slab: `head` points at the slab's head, and
  *              cache/s_mem are copied from it so the free fast path needs
  *              no second descriptor
- *   PG_FRESH   with PG_SLAB, on a page of a CPU slab where objects never
- *              handed out start: `fresh` is the first such object's index
- *              (src/slab/slab.c, "the fresh range")
+ *   PG_FRESH   with PG_SLAB, a page of a CPU slab's fresh range not
+ *              initialised yet: no object starting on it was ever handed
+ *              out (src/slab/slab.c, "the fresh range")
  *   PG_PURGING head of a free block off the lists while it is purged (the
  *              zone lock is dropped around madvise): a forked child puts it
  *              back on a list instead of leaking it
@@ -54,7 +54,7 @@
 #define PG_ACTIVE     0x800u  /* on, or bound for, the active list */
 #define PG_REFERENCED 0x1000u /* accessed once since it was last aged */
 #define PG_SWAPBACKED 0x2000u /* its data goes to swap, not to a backing file */
-/* A slab page where objects start that were never handed out (slab.c). */
+/* A slab page no object of which was initialised yet (slab.c). */
 #define PG_FRESH      0x4000u
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
@@ -90,12 +90,7 @@ struct sk_page {
         struct {                       /* PG_SLAB (and PG_TAIL copies) */
             struct slab_cache *cache;  /* offset 8 */
             struct sk_page *next;      /* offset 16: CPU or node partial list */
-            union {
-                struct sk_page *prev;  /* offset 24: node partial list */
-                /* PG_FRESH: index of the slab's first object never
-                 * handed out (a CPU slab: on no list) */
-                uintptr_t fresh;
-            };
+            struct sk_page *prev;      /* offset 24: node partial list */
             char *s_mem;               /* offset 32: first object */
             struct sk_page *head;      /* offset 40: the slab's head page */
             /* offset 48: the pair changed by one cmpxchg16b */

@@ -228,10 +228,11 @@ static bool leak_resolve(struct leak_scan *ls, uintptr_t p, struct leak_obj *o)
         if (idx >= c->objects)
             return false;
         char *obj = (char *)s_mem + idx * c->size;
-        /* In a CPU slab's fresh range: never handed out, and its memory
-         * holds no marker (slab.c); the page the object starts on says. */
+        /* On a page of a fresh range not initialised yet: never handed
+         * out, and its memory holds no marker (slab.c); the page the
+         * object starts on says. */
         struct sk_page *at = page_of_slice(s, obj);
-        if ((pg_flags(at) & PG_FRESH) && idx >= __atomic_load_n(&at->slab.fresh, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&at->flags, __ATOMIC_ACQUIRE) & PG_FRESH)
             return false;
         if (slab_marked_free(c, obj))
             return false;
@@ -754,9 +755,10 @@ static void leak_sweep(struct leak_scan *ls, struct leak_report *r)
                 if (c->kofs)
                     for (unsigned k = 0; k < c->objects; k++) {
                         char *obj = pg->slab.s_mem + (size_t)k * c->size;
-                        /* A fresh range (slab.c) runs to the slab's end. */
+                        /* A fresh range's pages not initialised yet
+                         * (slab.c) run to the slab's end. */
                         struct sk_page *at = pg + (((uintptr_t)obj - (uintptr_t)page_address(pg)) >> SK_PAGE_SHIFT);
-                        if ((pg_flags(at) & PG_FRESH) && k >= __atomic_load_n(&at->slab.fresh, __ATOMIC_ACQUIRE))
+                        if (__atomic_load_n(&at->flags, __ATOMIC_ACQUIRE) & PG_FRESH)
                             break;
                         if (slab_marked_free(c, obj))
                             continue;

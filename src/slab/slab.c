@@ -101,7 +101,6 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
     pg->list_gen = 0;
     if (lazy) {
         /* The whole slab is the fresh range: nothing written in it. */
-        pg->slab.fresh = 0;
         *zero = fresh == SLAB_FRESH_ZERO_KEY;
         s_mem = NULL;
     } else {
@@ -141,37 +140,48 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
 /*
  * The fresh range.  A new CPU slab is created lazily: nothing is written
  * into it, and its objects [sc->fresh, objects) are handed out from the
- * range in address order as refills ask for them (each then gets the
- * fresh marker, as the objects of an eagerly made slab have from the
- * start).  So a size class a program uses for a few objects touches their
- * pages only, not its whole slab (up to 8 pages for one 4 KiB stdio
- * buffer), and a new slab costs no chain walk.  The range is the CPU's,
- * like its private freelist: its objects count in the slab's inuse.
+ * range in address order as refills ask for them.  A page is initialised
+ * when the range first hands out an object that starts on it: every object
+ * starting there gets the fresh marker, as all the objects of an eagerly
+ * made slab have from the start.  So a size class a program uses for a few
+ * objects touches their pages only, not its whole slab (up to 8 pages for
+ * one 4 KiB stdio buffer), and a new slab costs no chain walk.  The range
+ * is the CPU's, like its private freelist: its objects count in the slab's
+ * inuse.
  *
- * A free of an object never handed out must still be caught, and its
- * memory holds no marker to say so: the slab's pages where such objects
- * start carry PG_FRESH and `fresh`, the index of the range's first
- * object, which slab_of_object compares (the free fast path reads the
- * descriptor line anyway).  As the range shrinks, pages whose objects all
- * lie below it lose the flag and the page where it now starts gets the
- * new index, before the objects are handed out; pages above keep an
- * older, lower index, which rejects all of their objects as it should.
- * The range ends when it is used up, or when its slab, entirely free,
- * goes back at a shrink; a slab with objects in use keeps it and stays
- * this CPU's (a shrink frees nothing of it either way).  Caches whose
- * objects need work at creation (a constructor, memcheck or ASan
- * poisoning) and the other modes (sheaves=0, slub_debug, SLAB) make their
- * slabs eagerly.
+ * A free of an object never handed out must still be caught.  On an
+ * initialised page its fresh marker says so (and find_free finds it in the
+ * range); the pages not yet initialised carry PG_FRESH, and no object
+ * starting on one was ever handed out: slab_of_object rejects them on the
+ * flag it reads anyway, and a sized free, which skips that look-up, reads
+ * the flag (slab_on_fresh_page).  A page loses the flag before any of its
+ * objects is handed out.  The range ends when it is used up, or when its
+ * slab, entirely free, goes back at a shrink; a slab with objects in use
+ * keeps it and stays this CPU's (a shrink frees nothing of it either
+ * way).  Caches whose objects need work at creation (a constructor,
+ * memcheck or ASan poisoning) and the other modes (sheaves=0, slub_debug,
+ * SLAB) make their slabs eagerly, as do caches of one-page slabs (their
+ * page is touched by the first object anyway; a sized free of such a class
+ * then reads no descriptor) and a refill that takes a whole new slab.
  */
-static void fresh_advance(struct slab_cache *c, struct sk_page *pg, unsigned from, unsigned to)
+static inline size_t obj_page(const struct slab_cache *c, unsigned i)
 {
-    size_t first = ((size_t)from * c->size + c->reserved) >> SK_PAGE_SHIFT;
-    size_t last = to < c->objects ? ((size_t)to * c->size + c->reserved) >> SK_PAGE_SHIFT
-                                  : (size_t)1 << c->order;
-    if (to < c->objects)
-        __atomic_store_n(&pg[last].slab.fresh, (uintptr_t)to, __ATOMIC_RELEASE);
-    for (size_t i = first; i < last; i++)
-        __atomic_store_n(&pg[i].flags, pg_flags(pg + i) & ~PG_FRESH, __ATOMIC_RELEASE);
+    return ((size_t)i * c->size + c->reserved) >> SK_PAGE_SHIFT;
+}
+
+/* The range's objects [from, to) are being handed out: initialise the
+ * rest of the objects starting on the page of object to - 1 with `key`,
+ * and clear PG_FRESH on every page up to that one (slab_cpu lock held). */
+static void fresh_advance(struct slab_cache *c, struct sk_page *pg, unsigned from, unsigned to, uintptr_t key)
+{
+    size_t last = obj_page(c, to - 1);
+    for (unsigned i = to; i < c->objects && obj_page(c, i) == last; i++)
+        *slab_marker(c, pg->slab.s_mem + (size_t)i * c->size) = key;
+    if (to == c->objects)
+        last = ((size_t)1 << c->order) - 1;   /* the slab's tail too */
+    for (size_t i = obj_page(c, from); i <= last; i++)
+        if (pg_flags(pg + i) & PG_FRESH)
+            __atomic_store_n(&pg[i].flags, pg_flags(pg + i) & ~PG_FRESH, __ATOMIC_RELEASE);
 }
 
 /* slab.h: for the reports of a bad free. */
@@ -184,8 +194,7 @@ bool slab_fresh_object(const void *p, struct slab_cache **cp)
     if ((pg_flags(pg) & (PG_SLAB | PG_FRESH)) != (PG_SLAB | PG_FRESH))
         return false;
     struct slab_cache *c = pg->slab.cache;
-    uint32_t idx = slab_obj_exact(c, pg, p);
-    if (idx >= c->objects || idx < __atomic_load_n(&pg->slab.fresh, __ATOMIC_ACQUIRE))
+    if (slab_obj_exact(c, pg, p) >= c->objects)
         return false;
     *cp = c;
     return true;
@@ -208,7 +217,7 @@ static unsigned take_fresh(struct slab_cache *c, struct slab_cpu *sc, void **buf
         *slab_marker(c, obj) = key;
         buf[i - from] = obj;
     }
-    fresh_advance(c, pg, from, to);
+    fresh_advance(c, pg, from, to, key);
     sc->fresh = (uint16_t)to;
     return to - from;
 }
@@ -580,9 +589,11 @@ void *slab_alloc_slow(struct slab_cache *c)
             continue;
         }
         /* Lazily, unless this refill takes the whole slab anyway (a
-         * slab of one 32 KiB object: no flags to set and clear). */
+         * slab of one 32 KiB object: no flags to set and clear), or the
+         * slab is one page (touched by its first object anyway; and a
+         * sized free of its class then needs no look at the page). */
         void *fl = NULL;
-        bool lazy = !c->ctor && !slab_poisons(c) && c->objects > want - n, zero = false;
+        bool lazy = !c->ctor && !slab_poisons(c) && c->order && c->objects > want - n, zero = false;
         struct sk_page *pg = slab_get_node_partial(c, sc, &fl);
         if (!pg)
             pg = slab_new_slab(c, &fl, lazy, &zero);
@@ -735,7 +746,8 @@ static const char *find_free(struct slab_cache *c, void *obj)
         if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
             continue;
         lock_acquire(&sc->lock);
-        found = sc->slab == pg && freelist_has(c, pg, sc->freelist, obj);
+        found = sc->slab == pg && (freelist_has(c, pg, sc->freelist, obj) ||
+                                   slab_obj_index(c, pg, obj) >= sc->fresh);   /* its fresh range */
         lock_release(&sc->lock);
         if (found)
             return "a CPU freelist";

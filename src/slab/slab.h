@@ -373,9 +373,9 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     uint32_t idx = slab_obj_exact(c, pg, p);
     if (unlikely(idx >= c->objects))
         return NULL;
-    /* Never handed out: not an object yet (its memory is not initialised,
-     * so the free marker cannot tell). */
-    if (unlikely(f & PG_FRESH) && idx >= __atomic_load_n(&pg->slab.fresh, __ATOMIC_ACQUIRE))
+    /* A page of a fresh range not initialised yet: no object starting on
+     * it was handed out, and its memory holds no marker to say so. */
+    if (unlikely(f & PG_FRESH))
         return NULL;
     *cp = c;
     return pg;
@@ -385,6 +385,20 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
  * fresh range (slab.c), which slab_of_object rejects: *cp gets its cache.
  * For the reports of a bad free. */
 bool slab_fresh_object(const void *p, struct slab_cache **cp);
+/* Whether p lies on a page of a fresh range not initialised yet
+ * (PG_FRESH).  A sized free trusts the size and skips slab_of_object, and
+ * the free marker it still checks cannot tell an object there (its memory
+ * holds none): on such a page it looks the object up after all
+ * (slab_free_checked), or a bogus free of one would have it handed out
+ * twice.  Two loads of the page map and the descriptor's flags; only for
+ * classes of multi-page slabs (one-page slabs are made eagerly). */
+static inline bool slab_on_fresh_page(const void *p)
+{
+    struct vm_slice *s = vm_slice_of(p);
+    return s && (__atomic_load_n(&page_of_slice(s, p)->flags, __ATOMIC_RELAXED) & PG_FRESH);
+}
+/* free(p) reporting `call`: the object looked up (out of line). */
+void slab_free_checked(void *p, const char *call);
 
 /* ---- the free marker: every double free is caught ----
  *
@@ -392,7 +406,9 @@ bool slab_fresh_object(const void *p, struct slab_cache **cp);
  * array, the barn, a CPU's private freelist, a slab freelist): free stores
  * slab_free_key in the object at c->kofs, and every hand-out clears it.  A
  * free that finds the key already there (or the fresh marker, key | 1, that
- * a new slab writes into objects never handed out) takes slab_free_suspect,
+ * an object never handed out gets when it leaves a fresh range for an
+ * array, or that an eagerly made slab writes into all its objects) takes
+ * slab_free_suspect,
  * which searches for the object and aborts when it finds it free; a match
  * by chance (user data equal to a 64-bit random key) finds nothing and
  * frees normally.  The marker sits at word 1, which the free pointer
@@ -400,7 +416,9 @@ bool slab_fresh_object(const void *p, struct slab_cache **cp);
  * constructor it sits after the free pointer, outside the object, which
  * stays in its constructed state.  Objects under 16 bytes (kmalloc-8 of
  * sk_malloc, 8-byte caches) have one word: there the free pointer replaces
- * the marker once the object goes back to its slab.
+ * the marker once the object goes back to its slab.  An object still in a
+ * fresh range has no marker at all: its page's PG_FRESH tells it
+ * (slab_of_object, slab_on_fresh_page).
  */
 extern uintptr_t slab_free_key SK_INTERNAL;    /* random, bits 0-1 clear */
 #define SLAB_FRESH_KEY (slab_free_key | 1)
@@ -433,7 +451,7 @@ void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
 /* Claim the pages of a new slab of c at pg (order c->order) whose objects
  * start at s_mem: every tail page points at its head, the head last.
- * fresh: the tails get PG_FRESH with nothing handed out (fresh = 0). */
+ * fresh: the tails get PG_FRESH (nothing on them initialised). */
 static inline void slab_claim_pages(struct slab_cache *c, struct sk_page *pg, char *s_mem, bool fresh)
 {
     size_t pages = (size_t)1 << c->order;
@@ -441,7 +459,6 @@ static inline void slab_claim_pages(struct slab_cache *c, struct sk_page *pg, ch
         pg[i].slab.cache = c;
         pg[i].slab.s_mem = s_mem;
         pg[i].slab.head = pg;
-        pg[i].slab.fresh = 0;
         __atomic_store_n(&pg[i].flags, PG_SLAB | PG_TAIL | (fresh ? PG_FRESH : 0), __ATOMIC_RELEASE);
     }
     pg->slab.cache = c;
@@ -614,6 +631,12 @@ size_t kmalloc_usable_nonslab(const void *p, const char *call);
 static inline void kfree_sized_inline(void *p, size_t size, const char *call)
 {
     struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(size + 7) >> 3]];
+    /* Slabs of one page are made eagerly: only a class of bigger slabs
+     * may have a page of a fresh range under p. */
+    if (unlikely(c->order) && slab_on_fresh_page(p)) {
+        slab_free_checked(p, call);
+        return;
+    }
     slab_free(c, p, call);
 }
 

@@ -22,7 +22,10 @@
  *    cache its size names, after realloc too (realloc keeps an object in
  *    place only within its class), and NULL is a no-op;
  *  - bad input (in forked children): a double free through free_sized
- *    aborts naming free_sized; with sized_check=1 (a re-executed copy), a
+ *    aborts naming free_sized, and so does free_sized of an object of a
+ *    new slab never handed out (it holds no marker: the trusted route
+ *    looks up objects on such pages, or it would be handed out twice);
+ *    with sized_check=1 (a re-executed copy), a
  *    wrong size aborts with "wrong size: free_sized(P, N) of an object of
  *    kmalloc-112", while right sizes pass.
  * Classes are found (cache_for), not assumed, so that --sized-only (good
@@ -388,6 +391,23 @@ static void double_free_sized(void)
     free_sized_fn(victim, 100);
 }
 
+/* The next object of a new slab of a class nothing here used before
+ * (7000 bytes, kmalloc-7168 as bad_input's): never handed out, and its
+ * page says so (PG_FRESH; an eager slab, the fresh marker). */
+static void sized_never_handed_out(void)
+{
+    char *p = malloc(7000);
+    free_sized_fn(p + malloc_usable_size(p), 7000);
+    /* Not caught: whatever comes next must not hand one object out twice. */
+    void *v[64];
+    for (int i = 0; i < 64; i++) {
+        v[i] = malloc(7000);
+        for (int j = 0; j < i; j++)
+            if (v[j] == v[i])
+                _exit(3);
+    }
+}
+
 static void wrong_size(void)
 {
     void *ok1 = malloc(100);
@@ -412,6 +432,17 @@ static void test_bad_input(int checked)
         ok(aborted && strstr(err, "slabkit: double free: free_sized(") && strstr(err, in),
            "a double free through free_sized aborts naming free_sized and %s", cache_for(100, NULL));
         if (!aborted)
+            diag("stderr: %s", err);
+        if (sk_option("allocator") != 0) {
+            /* SLAB's sized frees of objects never handed out are not
+             * caught (noted in docs/design.md, "Known gaps"). */
+            skip("allocator=slab: a sized free of an object never handed out");
+            return;
+        }
+        aborted = child_abort(sized_never_handed_out, err, sizeof err);
+        ok(aborted && strstr(err, "slabkit: invalid free: free_sized(") && strstr(err, ", an object never handed out"),
+           "free_sized of an object of a new slab never handed out aborts naming free_sized");
+        if (!aborted || !strstr(err, "never handed out"))
             diag("stderr: %s", err);
         return;
     }

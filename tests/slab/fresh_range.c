@@ -17,7 +17,7 @@
  *  - sk_cache_shrink gives back a slab whose handed-out objects are all
  *    free, and keeps one with an object in use, its range unwritten;
  *  - objects come back intact through it all (each carries a pattern).
- * The same binary runs with rseq off (tests/variants/slab_options.t);
+ * The same binary runs with rseq off (tests/variants/rseq_off.t);
  * sheaves=0 and allocator=slab make slabs eagerly (not run there).
  */
 #define _GNU_SOURCE
@@ -93,7 +93,7 @@ static void free_next(void)
     char *p = sk_cache_alloc(small), *q = sk_cache_alloc(small);
     sk_cache_free(small, q + (q - p));   /* same page, never handed out */
 }
-static void malloc_size_of_fresh(void) { sk_cache_free(big, big0 + 6 * BIG); }
+static void free_above_first(void) { sk_cache_free(big, big0 + 1 * BIG); }
 
 int main(void)
 {
@@ -118,7 +118,7 @@ int main(void)
 
     /* ---- frees of objects never handed out ---- */
     dies(free_last_of_slab, "an object never handed out", "sk_cache_free of the slab's last object (never handed out) is caught");
-    dies(malloc_size_of_fresh, "an object never handed out", "and of an object just above the range");
+    dies(free_above_first, "an object never handed out", "and of the object right above the one handed out");
     dies(free_next, "an object never handed out", "and of one on a page with handed-out objects (64-byte cache)");
 
     /* ---- the rest of the slab ---- */
