@@ -61,26 +61,15 @@ static size_t fresh_pages(const char *slab)
 /* In a child: run fn, which must die by SIGABRT saying `want`. */
 static void dies(void (*fn)(void), const char *want, const char *what)
 {
-    int fd[2];
-    if (pipe(fd))
-        BAIL("pipe");
-    fflush(stdout);
-    pid_t pid = fork();
+    int fd;
+    pid_t pid = tap_fork_stderr(&fd);
     if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
         fn();
         _exit(0);
     }
-    close(fd[1]);
-    char buf[512] = "";
-    ssize_t n = read(fd[0], buf, sizeof buf - 1);
-    buf[n > 0 ? n : 0] = 0;
-    close(fd[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, want), "%s", what);
-    if (!(WIFSIGNALED(st) && strstr(buf, want)))
+    char buf[512];
+    int st = tap_child_stderr(pid, fd, buf, sizeof buf);
+    if (!ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, want), "%s", what))
         diag("status %#x, stderr: %s", st, buf);
 }
 
