@@ -489,7 +489,7 @@ static void fork_child(void)
             }
             lock_reset_child(&sc->lock);
         }
-        for (int n = 0; n < MAX_NUMNODES; n++) {
+        for (int n = 0; n < SLAB_NR_NODES; n++) {
             struct slab_node *nd = &c->node[n];
             if (lock_was_held(&nd->list_lock)) {
                 /* Abandon a list caught mid-surgery: its slabs keep their

@@ -130,7 +130,7 @@ static unsigned default_array_cap(size_t size)
 /*
  * Cache metadata is carved from chunks fresh from the OS, cache-line
  * aligned, in two areas: the cache structs, written when a cache is made,
- * packed together (41 kmalloc caches fill eleven pages); and what a cache
+ * packed together (41 kmalloc caches fill five pages); and what a cache
  * touches only as CPUs use it (the per-CPU arrays, 1 KiB per CPU, the
  * slab_cpu array, the barn), apart, so that a class a program never uses
  * costs it no resident page.  Interleaved, every cache struct sat on a
@@ -256,7 +256,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         if (barn > most)
             barn = most;
     }
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < SLAB_NR_NODES; n++) {
         lock_reset(&c->node[n].list_lock);
         c->node[n].gen = 1;
         lock_reset(&c->node[n].barn.lock);
@@ -308,13 +308,13 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     struct slab_cpu *cpu;
     unsigned char *arrays;
     struct slub_slot *slots;
-    void **barn[MAX_NUMNODES];
+    void **barn[SLAB_NR_NODES];
     if (c) {
         cpu = c->cpu;
         slots = c->slots;
         if (slots)
             memset(slots, 0, slub_cpu_bytes());
-        for (int n = 0; n < MAX_NUMNODES; n++)
+        for (int n = 0; n < SLAB_NR_NODES; n++)
             barn[n] = c->node[n].barn.objs;
         arrays = c->arrays;
         memset(c, 0, sizeof *c);
@@ -345,7 +345,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     c->cpu = cpu;
     c->arrays = arrays;
     c->slots = slots;
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < SLAB_NR_NODES; n++)
         c->node[n].barn.objs = barn[n];
     cache_setup(c, name, size, align, flags | slab_debug_flags_for(name), ctor, kmalloc);
     cache_publish(c);

@@ -89,6 +89,8 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
     struct sk_page *pg = page_alloc(c->order);
     if (!pg)
         return NULL;
+    if (unlikely(pg->node >= SLAB_NR_NODES))   /* c->node[] has no slot for it */
+        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
     /* Pages known zero: objects are zero but for what is written below,
      * which their marker says (calloc).  Only without a constructor and
      * with the marker at word 1, next to the free pointer. */
@@ -877,7 +879,7 @@ int slab_shrink(struct slab_cache *c)
             freed += flush_to_slabs(c, buf, n);
         }
     }
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_barn *b = &c->node[nid].barn;
         unsigned n;
         do {
@@ -902,7 +904,7 @@ int slab_shrink(struct slab_cache *c)
         freed += unfreeze_partials(c, list);
     }
     /* Empty slabs kept for min_partial go too. */
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
         struct sk_page *discard = NULL;
         lock_acquire(&n->list_lock);
@@ -963,7 +965,7 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
         k.ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
     }
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC)
             slab_classic_node_info(c, n, info, &k.free_objs, &k.empty_slabs);

@@ -47,6 +47,14 @@ union slab_counters {
 
 #define SLAB_NO_OWNER 0xff
 
+/* Nodes a cache keeps state for.  Slabs come from the page allocator's
+ * node-0 zone only (zone_here; zone slot 1 holds large blocks, never
+ * slabs), so every slab page says node 0 and a cache needs one node's
+ * lists, barn and counters: three more were 650 bytes of every cache
+ * struct, seven pages of a process's 41 kmalloc caches.  The loops are
+ * written for SLAB_NR_NODES, to be raised with the zones. */
+#define SLAB_NR_NODES 1
+
 struct slab_cpu {                 /* one per cache per CPU, own cache line */
     lock_t lock;                  /* the per-CPU slow-path lock */
     struct sk_page *slab;         /* CPU slab (frozen), or NULL */
@@ -142,7 +150,7 @@ struct slab_cache {
      * with sheaves, the per-CPU arrays and the barn. */
     struct slub_slot *slots;
     struct slab_cpu *cpu;         /* [cpu_nr_ids] */
-    struct slab_node node[MAX_NUMNODES];
+    struct slab_node node[SLAB_NR_NODES];
     struct slab_cache *next;      /* all caches, creation order */
     /* slab_reap (cache_lock): the arrays' operation count at the last
      * pass, and whether the cache was shrunk since it last moved; used:

@@ -231,6 +231,8 @@ static bool cache_grow(struct slab_cache *c)
             mgmt_free(c, mgmt);
         return false;
     }
+    if (unlikely(pg->node >= SLAB_NR_NODES))   /* c->node[] has no slot for it */
+        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
     char *base = page_address(pg);
     if (!k->off_slab) {
         mgmt = base + offset;
@@ -512,7 +514,7 @@ int slab_classic_shrink(struct slab_cache *c)
     for (unsigned n; (n = shared_get(c, buf, SLAB_BATCH_MAX));)
         freed += free_block(c, buf, n);
     /* drain_freelist: every empty slab goes. */
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
         struct slab_classic_node *cn = &n->classic;
         struct classic_list *chain = NULL;
@@ -695,7 +697,7 @@ void slab_classic_setup(struct slab_cache *c)
         k->shared = SLAB_BARN_MAX / c->batch;
     c->cpu_partial = c->cpu_partial_slabs = 0;
     c->min_partial = 0;
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
         slab_classic_abandon_node(n);
         n->classic.colour_next = 0;

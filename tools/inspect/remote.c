@@ -512,7 +512,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
     slab_info_fixed(c, info);
 
     unsigned long num_slabs = 0;
-    for (int nid = 0; nid < MAX_NUMNODES; nid++)
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++)
         num_slabs += c->node[nid].nr_slabs;
     /* No list can hold more slabs than the cache has, plus what a racing
      * allocation adds while we walk. */
@@ -559,7 +559,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
     info->array_objs += w & CPU_ARRAY_COUNT;
     k.ops += w >> 16;
 
-    for (int nid = 0; nid < MAX_NUMNODES; nid++) {
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         const struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC) {
             k.free_objs += n->classic.free_objects;
