@@ -587,32 +587,6 @@ static inline void zone_count_exact(struct zone *z, long blocks, long pages)
 #define EXACT_RUN_TRIES 8      /* dirty blocks looked at per order */
 #define EXACT_RUN_ORDERS 3     /* the orders below the request tried */
 
-/*
- * A run: nr_pages of free blocks around a dirty one, taken off the lists;
- * the last block's overshoot goes back.  For an exact (large) block when
- * no dirty block of its rounded-up order is free, before clean memory.
- *
- * Why: a large block rounded up to a power of two needs a free, aligned
- * block of twice its size at worst.  Under a loop of large blocks of
- * varying sizes, or buffers that grow by realloc side by side, the memory
- * just freed (resident) is then mostly one order short of the next
- * request, in runs of free blocks of decreasing orders that no buddy
- * merge joins.  Such a request took clean memory and faulted it in, while
- * the resident blocks piled up until the dirty limit purged them: a purge
- * and a fault per block, and a peak RSS above the live data by the blocks
- * waiting to be purged.  Serving it from the run that holds a resident
- * block reuses that memory instead (the jemalloc and glibc way: any page
- * alignment, not only the buddy's).
- *
- * Candidates: the first EXACT_RUN_TRIES dirty blocks of each of the
- * EXACT_RUN_ORDERS orders below the request's, largest first.  From each,
- * the run reaches back over the free blocks that end where it starts (at
- * most what the request needs beyond the block: a run that starts at the
- * lowest free page leaves the room above it for a realloc to grow into),
- * then on over the free blocks that follow.  An aligned request (align >
- * a page) starts at the candidate, which is aligned to its order.
- * zone->lock held.
- */
 /* Whether the pages [q, end) of a slice are all free blocks, one after
  * another from q (a partial slice's unmapped descriptors are zero: never
  * free).  zone->lock held. */
@@ -663,6 +637,32 @@ static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, siz
     return dirtied;
 }
 
+/*
+ * A run: nr_pages of free blocks around a dirty one, taken off the lists;
+ * the last block's overshoot goes back.  For an exact (large) block when
+ * no dirty block of its rounded-up order is free, before clean memory.
+ *
+ * Why: a large block rounded up to a power of two needs a free, aligned
+ * block of twice its size at worst.  Under a loop of large blocks of
+ * varying sizes, or buffers that grow by realloc side by side, the memory
+ * just freed (resident) is then mostly one order short of the next
+ * request, in runs of free blocks of decreasing orders that no buddy
+ * merge joins.  Such a request took clean memory and faulted it in, while
+ * the resident blocks piled up until the dirty limit purged them: a purge
+ * and a fault per block, and a peak RSS above the live data by the blocks
+ * waiting to be purged.  Serving it from the run that holds a resident
+ * block reuses that memory instead (the jemalloc and glibc way: any page
+ * alignment, not only the buddy's).
+ *
+ * Candidates: the first EXACT_RUN_TRIES dirty blocks of each of the
+ * EXACT_RUN_ORDERS orders below the request's, largest first.  From each,
+ * the run reaches back over the free blocks that end where it starts (at
+ * most what the request needs beyond the block: a run that starts at the
+ * lowest free page leaves the room above it for a realloc to grow into),
+ * then on over the free blocks that follow.  An aligned request (align >
+ * a page) starts at the candidate, which is aligned to its order.
+ * zone->lock held.
+ */
 static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_pages, unsigned align_order,
                                      uint64_t now, bool *dirtied)
 {
@@ -690,39 +690,25 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
 static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order)
 {
     for (bool first = true;; first = false) {
-        bool clean;
         lock_acquire(&z->lock);
         if (zone_drain_before_fresh(z, order, first))
             continue;
         unsigned long gen = z->grow_gen;
-        if (exact && order >= EXACT_RUN_MIN_ORDER && !zone_has_dirty(z, order)) {
-            uint64_t now = os_now_ms_coarse();
-            bool dirtied = false;
-            struct sk_page *pg = zone_take_run(z, order, exact, align_order, now, &dirtied);
-            if (pg) {
-                zone_count_exact(z, 1, (long)exact);
-                zone_maybe_reclaim(z, now);
-                zone_unlock(z, now, dirtied);
-                pg_set_flags(pg, PG_HEAD);    /* partly resident: not known zero */
-                pg->order = (uint8_t)order;
-                pg->node = (uint8_t)z->node;
-                return pg;
-            }
+        uint64_t now = os_now_ms_coarse();
+        bool clean = false, dirtied = false;
+        struct sk_page *pg = NULL;
+        if (exact && order >= EXACT_RUN_MIN_ORDER && !zone_has_dirty(z, order))
+            pg = zone_take_run(z, order, exact, align_order, now, &dirtied);   /* partly resident */
+        if (!pg && (pg = zone_take(z, order, &clean)) && exact && exact < ((size_t)1 << order)) {
+            /* The tail goes back; if the block came clean it is still
+             * clean: freeing it as dirty would have it purged for nothing. */
+            size_t idx = page_index(pg);
+            zone_free_range(z, page_first(pg), idx + exact, idx + ((size_t)1 << order), clean, now);
+            dirtied = !clean;
         }
-        struct sk_page *pg = zone_take(z, order, &clean);
         if (pg) {
-            uint64_t now = os_now_ms_coarse();
-            bool dirtied = false;
-            if (exact) {
-                size_t idx = page_index(pg), end = idx + ((size_t)1 << order);
-                /* The tail of a block that came clean is still clean:
-                 * freeing it as dirty would have it purged for nothing. */
-                if (exact < ((size_t)1 << order)) {
-                    zone_free_range(z, page_first(pg), idx + exact, end, clean, now);
-                    dirtied = !clean;
-                }
+            if (exact)
                 zone_count_exact(z, 1, (long)exact);
-            }
             zone_maybe_reclaim(z, now);
             zone_unlock(z, now, dirtied);
             pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));

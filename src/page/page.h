@@ -278,14 +278,14 @@ void page_purger_start(void);
 #define PURGER_EAGER_PAGES ((16ul << 20) >> SK_PAGE_SHIFT)
 /* Whether the purger should start now (state NONE). */
 bool page_purger_wanted(void);
-/* Call from malloc paths where no slabkit lock is held (never from free):
- * starts the thread if it is wanted. */
 /* An upper layer's pass over what it keeps idle (the kernel's shrinkers,
  * one of them: the slab layer's idle-cache reaper), run by the purger at
  * the start of each tick with no page-allocator lock held; it returns
  * whether it may have more to give back later, which keeps the purger
  * ticking.  Set once, at the upper layer's init. */
 void page_set_idle_pass(bool (*fn)(void));
+/* Call from malloc paths where no slabkit lock is held (never from free):
+ * starts the thread if it is wanted. */
 static inline void page_purger_poll(void)
 {
     if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE) && page_purger_wanted())
