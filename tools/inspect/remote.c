@@ -276,13 +276,20 @@ static uintptr_t elf_symbol(const char *path, uintptr_t base, const char *sym)
     return addr;
 }
 
-/* Is there a valid root at addr?  Copies it into r->root. */
+/* Is there a valid root at addr?  Copies it into r->root.  The magic is
+ * not enough: a PIE's read-only segment is mapped a page at a time, so its
+ * last page can also hold the file's bytes of .data.rel.ro that follow it,
+ * the root among them with its pointers not relocated; the root also
+ * points at a readable nr_cpu_ids. */
 static int root_valid(struct rmt *r, uintptr_t addr)
 {
     struct sk_inspect root;
+    int ids;
     if (rmt_read(r, addr, &root, sizeof root) != 0)
         return -1;
     if (root.magic != SK_INSPECT_MAGIC)
+        return errno = ENOENT, -1;
+    if (rmt_read(r, (uintptr_t)root.nr_cpu_ids, &ids, sizeof ids) != 0)
         return errno = ENOENT, -1;
     r->root = root;
     r->root_addr = addr;
@@ -546,8 +553,7 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
             else
                 approx = 1;
             k.free_objs += chain_len(r, c, (uintptr_t)sc->freelist, c->objects, &approx);
-            if (sc->fresh < c->objects)   /* its fresh range (slab.c) */
-                k.free_objs += c->objects - sc->fresh;
+            k.free_objs += sc->fresh_left;   /* its fresh range (slab.c) */
         }
         info->cpu_partial_slabs +=
             walk_slabs(r, ca, (uintptr_t)sc->partial, bound, &k.free_objs, NULL, &approx);
