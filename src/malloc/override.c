@@ -285,8 +285,8 @@ SK_NOINLINE void sized_free_slow(struct sized_entry *e, void *p, size_t size, si
     if (!p)
         return;
     struct slab_cache *c, *want = sized_class(size, align);
-    if (route == SIZED_TRUST && want && !(want->order && slab_on_fresh_page(p))) {
-        slab_free(want, p, e->call);
+    if (route == SIZED_TRUST && want) {
+        slab_free_sized(want, p, e->call);
         return;
     }
     if (slab_of_object(p, &c)) {
@@ -484,6 +484,7 @@ static void fork_child(void)
                 /* Caught mid-refill: leak this CPU's slabs in the child. */
                 sc->slab = NULL;
                 sc->freelist = NULL;
+                sc->fresh_left = 0;
                 sc->partial = NULL;
                 sc->partial_slabs = 0;
             }

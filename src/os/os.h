@@ -23,6 +23,9 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define SK_INTERNAL __attribute__((visibility("hidden")))
 #define SK_NOINLINE __attribute__((noinline))
+/* A fast path that must be inlined into its public entry points whatever
+ * the compiler's unit-growth budget says. */
+#define SK_ALWAYS_INLINE inline __attribute__((always_inline))
 #define SK_COLD     __attribute__((cold, noinline))
 #define CACHE_LINE  64
 #define SK_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))

@@ -38,7 +38,7 @@
  *    in per-CPU arrays, or on a CPU's private freelist.
  * A CPU's private freelist (slab_cpu->freelist) holds objects of its CPU
  * slab that only that CPU hands out; it needs no atomics.  So does its
- * fresh range (slab_cpu->fresh): while it is not empty the slab is the
+ * fresh range (slab_cpu->fresh_left): while it is not empty the slab is the
  * CPU slab, on no list, and its pages where range objects start carry
  * PG_FRESH.
  * Free pointers are stored obfuscated (cache random ^ slot address), the
@@ -86,11 +86,9 @@ void slab_remove_partial(struct slab_node *n, struct sk_page *pg)
 
 struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, bool *zero)
 {
-    struct sk_page *pg = page_alloc(c->order);
+    struct sk_page *pg = slab_pages_alloc(c);
     if (!pg)
         return NULL;
-    if (unlikely(pg->node >= SLAB_NR_NODES))   /* c->node[] has no slot for it */
-        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
     /* Pages known zero: objects are zero but for what is written below,
      * which their marker says (calloc).  Only without a constructor and
      * with the marker at word 1, next to the free pointer. */
@@ -141,7 +139,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
 
 /*
  * The fresh range.  A new CPU slab is created lazily: nothing is written
- * into it, and its objects [sc->fresh, objects) are handed out from the
+ * into it, and its last sc->fresh_left objects are handed out from the
  * range in address order as refills ask for them.  A page is initialised
  * when the range first hands out an object that starts on it: every object
  * starting there gets the fresh marker, as all the objects of an eagerly
@@ -171,21 +169,6 @@ static inline size_t obj_page(const struct slab_cache *c, unsigned i)
     return ((size_t)i * c->size + c->reserved) >> SK_PAGE_SHIFT;
 }
 
-/* The range's objects [from, to) are being handed out: initialise the
- * rest of the objects starting on the page of object to - 1 with `key`,
- * and clear PG_FRESH on every page up to that one (slab_cpu lock held). */
-static void fresh_advance(struct slab_cache *c, struct sk_page *pg, unsigned from, unsigned to, uintptr_t key)
-{
-    size_t last = obj_page(c, to - 1);
-    for (unsigned i = to; i < c->objects && obj_page(c, i) == last; i++)
-        *slab_marker(c, pg->slab.s_mem + (size_t)i * c->size) = key;
-    if (to == c->objects)
-        last = ((size_t)1 << c->order) - 1;   /* the slab's tail too */
-    for (size_t i = obj_page(c, from); i <= last; i++)
-        if (pg_flags(pg + i) & PG_FRESH)
-            __atomic_store_n(&pg[i].flags, pg_flags(pg + i) & ~PG_FRESH, __ATOMIC_RELEASE);
-}
-
 /* slab.h: for the reports of a bad free. */
 bool slab_fresh_object(const void *p, struct slab_cache **cp)
 {
@@ -202,25 +185,32 @@ bool slab_fresh_object(const void *p, struct slab_cache **cp)
     return true;
 }
 
-static inline bool cpu_has_fresh(const struct slab_cache *c, const struct slab_cpu *sc)
-{
-    return sc->slab && sc->fresh < c->objects;
-}
-
-/* Up to `want` objects from the CPU slab's fresh range into buf, each with
- * the fresh marker (slab_cpu lock held). */
+/* Up to `want` objects of the CPU slab's fresh range into buf (slab_cpu
+ * lock held).  A page an object taken starts on is initialised whole the
+ * first time: every object starting there gets the fresh marker and the
+ * page loses PG_FRESH (the slab's tail pages too once the range ends),
+ * before any of them is handed out. */
 static unsigned take_fresh(struct slab_cache *c, struct slab_cpu *sc, void **buf, unsigned want)
 {
     struct sk_page *pg = sc->slab;
-    unsigned from = sc->fresh, to = from + want < c->objects ? from + want : c->objects;
+    unsigned from = c->objects - sc->fresh_left;
+    unsigned to = want < sc->fresh_left ? from + want : c->objects;
     uintptr_t key = sc->fresh_zero ? SLAB_FRESH_ZERO_KEY : SLAB_FRESH_KEY;
-    for (unsigned i = from; i < to; i++) {
-        char *obj = pg->slab.s_mem + (size_t)i * c->size;
-        *slab_marker(c, obj) = key;
-        buf[i - from] = obj;
-    }
-    fresh_advance(c, pg, from, to, key);
-    sc->fresh = (uint16_t)to;
+    size_t last = obj_page(c, to - 1);
+    unsigned i = from;
+    if (from)                     /* the page of object from - 1 is done */
+        for (size_t done = obj_page(c, from - 1); i < c->objects && obj_page(c, i) == done; i++)
+            ;
+    for (; i < c->objects && obj_page(c, i) <= last; i++)
+        *slab_marker(c, pg->slab.s_mem + (size_t)i * c->size) = key;
+    if (to == c->objects)
+        last = ((size_t)1 << c->order) - 1;
+    for (size_t p = obj_page(c, from); p <= last; p++)
+        if (pg_flags(pg + p) & PG_FRESH)
+            __atomic_store_n(&pg[p].flags, pg_flags(pg + p) & ~PG_FRESH, __ATOMIC_RELEASE);
+    for (i = from; i < to; i++)
+        buf[i - from] = pg->slab.s_mem + (size_t)i * c->size;
+    sc->fresh_left = (uint16_t)(c->objects - to);
     return to - from;
 }
 
@@ -570,7 +560,7 @@ void *slab_alloc_slow(struct slab_cache *c)
         }
         /* Objects freed back into the slab (resident) before its fresh
          * range; a slab with a range is never retired here. */
-        if (cpu_has_fresh(c, sc) && !slab_freelist(sc->slab)) {
+        if (sc->fresh_left && !slab_freelist(sc->slab)) {
             n += take_fresh(c, sc, buf + n, want - n);
             sc->stat[SK_ALLOC_CPU_SLAB]++;
             continue;
@@ -584,7 +574,6 @@ void *slab_alloc_slow(struct slab_cache *c)
         }
         if (sc->partial) {
             sc->slab = sc->partial;
-            sc->fresh = c->objects;
             sc->partial = sc->slab->slab.next;
             sc->partial_slabs--;
             sc->stat[SK_CPU_PARTIAL_ALLOC]++;
@@ -605,7 +594,7 @@ void *slab_alloc_slow(struct slab_cache *c)
             break;
         sc->slab = pg;
         sc->freelist = fl;
-        sc->fresh = lazy ? 0 : c->objects;
+        sc->fresh_left = lazy ? c->objects : 0;
         sc->fresh_zero = zero;
     }
     if (n)
@@ -748,8 +737,8 @@ static const char *find_free(struct slab_cache *c, void *obj)
         if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
             continue;
         lock_acquire(&sc->lock);
-        found = sc->slab == pg && (freelist_has(c, pg, sc->freelist, obj) ||
-                                   slab_obj_index(c, pg, obj) >= sc->fresh);   /* its fresh range */
+        found = sc->slab == pg && (freelist_has(c, pg, sc->freelist, obj) ||     /* or its fresh range */
+                                   slab_obj_index(c, pg, obj) >= (unsigned)c->objects - sc->fresh_left);
         lock_release(&sc->lock);
         if (found)
             return "a CPU freelist";
@@ -831,8 +820,8 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
     struct sk_page *pg = sc->slab;
     if (!pg)
         return 0;
-    if (cpu_has_fresh(c, sc)) {
-        unsigned priv = c->objects - sc->fresh;
+    if (sc->fresh_left) {
+        unsigned priv = sc->fresh_left;
         for (void *o = sc->freelist; o; o = get_fp_checked(c, pg, o))
             priv++;
         union slab_counters old, new;
@@ -851,6 +840,7 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
          * clears every flag, PG_FRESH too). */
         sc->slab = NULL;
         sc->freelist = NULL;
+        sc->fresh_left = 0;
         slab_discard(c, pg);
         return 1;
     }
@@ -948,8 +938,7 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
             k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
             for (void *o = sc->freelist; o; o = get_fp(c, o))
                 k.free_objs++;
-            if (cpu_has_fresh(c, sc))
-                k.free_objs += c->objects - sc->fresh;
+            k.free_objs += sc->fresh_left;
         }
         for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };

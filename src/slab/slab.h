@@ -59,10 +59,10 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
     lock_t lock;                  /* the per-CPU slow-path lock */
     struct sk_page *slab;         /* CPU slab (frozen), or NULL */
     void *freelist;               /* objects of `slab` only this CPU takes */
-    /* The fresh range of `slab`: its objects [fresh, objects) were never
-     * handed out and are not initialised (slab.c); fresh_zero: they lie on
-     * pages known zero.  fresh == objects: none. */
-    uint16_t fresh;
+    /* The fresh range of `slab`: its last fresh_left objects were never
+     * handed out (slab.c; 0: none, as whenever `slab` changes but to a
+     * slab made lazily); fresh_zero: they lie on pages known zero. */
+    uint16_t fresh_left;
     bool fresh_zero;
     struct sk_page *partial;      /* frozen partial slabs, via slab.next */
     unsigned partial_slabs;
@@ -374,16 +374,13 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     if (unlikely(!s))
         return NULL;
     struct sk_page *pg = page_of_slice(s, p);
-    uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
-    if (unlikely(!(f & PG_SLAB)))
+    /* Not a slab page, or a page of a fresh range not initialised yet: no
+     * object starting on it was handed out, and its memory holds no marker
+     * to say so.  One test of the flags for both. */
+    if (unlikely((__atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE) & (PG_SLAB | PG_FRESH)) != PG_SLAB))
         return NULL;
     struct slab_cache *c = pg->slab.cache;
-    uint32_t idx = slab_obj_exact(c, pg, p);
-    if (unlikely(idx >= c->objects))
-        return NULL;
-    /* A page of a fresh range not initialised yet: no object starting on
-     * it was handed out, and its memory holds no marker to say so. */
-    if (unlikely(f & PG_FRESH))
+    if (unlikely(slab_obj_exact(c, pg, p) >= c->objects))
         return NULL;
     *cp = c;
     return pg;
@@ -457,6 +454,18 @@ void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
  * free (so the fast path keeps nothing live across a call). */
 void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
+/* The pages of a new slab of c (order c->order), NULL with errno ENOMEM.
+ * From the page allocator's node-0 zone: a page of a node c keeps no
+ * state for (c->node[SLAB_NR_NODES]) is a fatal error, not an index past
+ * the array. */
+static inline struct sk_page *slab_pages_alloc(const struct slab_cache *c)
+{
+    struct sk_page *pg = page_alloc(c->order);
+    if (unlikely(pg && pg->node >= SLAB_NR_NODES))
+        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
+    return pg;
+}
+
 /* Claim the pages of a new slab of c at pg (order c->order) whose objects
  * start at s_mem: every tail page points at its head, the head last.
  * fresh: the tails get PG_FRESH (nothing on them initialised). */
@@ -498,6 +507,20 @@ static inline void slab_free(struct slab_cache *c, void *obj, const char *call)
     if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
     slab_free_slow(c, obj);
+}
+
+/* A sized free (free_sized, sized operator delete) of p, trusted to be an
+ * object of c, the class its size names: the page-map walk, the
+ * descriptor and the division of kfree_inline are skipped, the free
+ * marker is still checked.  The page is read only where a fresh range may
+ * lie under p: slabs of one page are made eagerly, so only for a class of
+ * bigger slabs. */
+static inline void slab_free_sized(struct slab_cache *c, void *p, const char *call)
+{
+    if (unlikely(c->order) && slab_on_fresh_page(p))
+        slab_free_checked(p, call);
+    else
+        slab_free(c, p, call);
 }
 
 /* A free on a CPU other than the one its slab is frozen to: straight back
@@ -629,23 +652,5 @@ void kmalloc_tables_divert(bool divert);
 void kmalloc_free_nonslab(void *p, const char *call);
 size_t kmalloc_usable_nonslab(const void *p, const char *call);
 
-/*
- * A sized free (free_sized, sized operator delete) of a small object: the
- * size names the class, so the page-map walk, the descriptor and the
- * division of kfree_inline are skipped; the free marker is still checked.
- * size is what the malloc family was asked for, already at least 16 and
- * at most KMALLOC_SMALL_MAX; slabkit is initialised (the object exists).
- */
-static inline void kfree_sized_inline(void *p, size_t size, const char *call)
-{
-    struct slab_cache *c = kmalloc_caches[kmalloc_small_index[(size + 7) >> 3]];
-    /* Slabs of one page are made eagerly: only a class of bigger slabs
-     * may have a page of a fresh range under p. */
-    if (unlikely(c->order) && slab_on_fresh_page(p)) {
-        slab_free_checked(p, call);
-        return;
-    }
-    slab_free(c, p, call);
-}
 
 #endif

@@ -225,14 +225,12 @@ static bool cache_grow(struct slab_cache *c)
         if (!mgmt)
             return false;
     }
-    struct sk_page *pg = page_alloc(c->order);
+    struct sk_page *pg = slab_pages_alloc(c);
     if (!pg) {
         if (mgmt)
             mgmt_free(c, mgmt);
         return false;
     }
-    if (unlikely(pg->node >= SLAB_NR_NODES))   /* c->node[] has no slot for it */
-        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
     char *base = page_address(pg);
     if (!k->off_slab) {
         mgmt = base + offset;
