@@ -73,6 +73,8 @@ static inline void lock_reset_child(lock_t *l)
     if (!lock_idle(l))
         lock_reset(l);
 }
+/* The same for a spinlock (a word; SK_CHILD_CLEAR). */
+static inline void spin_reset_child(spinlock_t *l) { SK_CHILD_CLEAR(l->v); }
 /* In a forked child: free the spin-queue nodes of threads gone with the
  * fork (after every lock_t has been reset). */
 void lock_atfork_child(void);

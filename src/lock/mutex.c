@@ -114,10 +114,10 @@ static struct mutex_node *node_get(void)
     uint64_t h = (uint64_t)(uintptr_t)pthread_self();
     h = (h ^ (h >> 17)) * 0x9e3779b97f4a7c15ull;
     unsigned start = (unsigned)(h >> 40);
+    if (unlikely(!LD(&node_pool_used)))
+        __atomic_store_n(&node_pool_used, true, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < 8; i++) {
         struct mutex_node *n = &node_pool[(start + i) % MUTEX_NODE_POOL];
-        if (unlikely(!LD(&node_pool_used)))
-            __atomic_store_n(&node_pool_used, true, __ATOMIC_RELAXED);
         if (LD(&n->busy) == 0 && __atomic_exchange_n(&n->busy, 1, __ATOMIC_ACQUIRE) == 0)
             return n;
     }
@@ -134,8 +134,7 @@ void lock_atfork_child(void)
     if (!LD(&node_pool_used))
         return;                          /* never touched: nothing to free */
     for (unsigned i = 0; i < MUTEX_NODE_POOL; i++)
-        if (node_pool[i].busy)           /* idle nodes' pages stay shared */
-            node_pool[i].busy = 0;
+        SK_CHILD_CLEAR(node_pool[i].busy);
 }
 
 /* Wait until our successor is known and detach it, or, if we are the tail,

@@ -446,10 +446,7 @@ static void reset_arrays(cpu_arrays_t tab)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
         struct cpu_array *a = cpu_array_at(tab, cpu);
-        /* Written only when set: the pages of idle arrays stay shared
-         * with the parent (lock_reset_child). */
-        if (a->lock.v)
-            a->lock.v = 0;
+        spin_reset_child(&a->lock);
         /* A drain caught mid-way still had every object in the array. */
         if (a->word & CPU_ARRAY_LOCKED)
             a->word &= ~(uint64_t)CPU_ARRAY_LOCKED;

@@ -330,10 +330,8 @@ uint64_t os_random64(void)
 
 void os_random_atfork_child(void)
 {
-    if (random_left || random_busy) {
-        random_left = 0;
-        random_busy = 0;
-    }
+    SK_CHILD_CLEAR(random_left);
+    SK_CHILD_CLEAR(random_busy);
 }
 
 void os_yield(void) { sched_yield(); }

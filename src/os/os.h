@@ -26,6 +26,11 @@
 /* A fast path that must be inlined into its public entry points whatever
  * the compiler's unit-growth budget says. */
 #define SK_ALWAYS_INLINE inline __attribute__((always_inline))
+/* In a forked child's handlers: clear x only if it is set.  Each page the
+ * child writes is copied from its parent's, and a page it reads that was
+ * never written is faulted in: resetting state unconditionally made every
+ * fork copy slabkit's metadata (tests/malloc/fork_cow). */
+#define SK_CHILD_CLEAR(x) do { if (x) (x) = 0; } while (0)
 #define SK_COLD     __attribute__((cold, noinline))
 #define CACHE_LINE  64
 #define SK_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))

@@ -1314,8 +1314,7 @@ void page_atfork_child(void)
 {
     /* A parent thread caught initialising is gone; page_ready still false
      * makes the child's first call do it again (each step is idempotent). */
-    if (spin_is_locked(&init_lock))
-        spin_unlock(&init_lock);
+    spin_reset_child(&init_lock);
     for (int n = 0; n < MAX_NUMNODES; n++) {
         struct zone *z = &page_zones[n];
         bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;

@@ -235,6 +235,5 @@ void purge_atfork_child(void)
     __atomic_store_n(&page_purger.state, PURGER_NONE, __ATOMIC_RELAXED);
     size_t used = (size_t)(PCP_MAX_ORDER + 1) * (size_t)cpu_nr_slots();
     for (size_t i = 0; had && i < used && i < sizeof pcp_seen / sizeof pcp_seen[0]; i++)
-        if (pcp_seen[i])
-            pcp_seen[i] = 0;
+        SK_CHILD_CLEAR(pcp_seen[i]);
 }

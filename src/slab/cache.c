@@ -577,9 +577,7 @@ void slab_atfork_child(void)
         spin_unlock(&meta_lock);
     }
     lock_reset_child(&cache_lock);
-    if (reap_busy)
-        reap_busy = 0;            /* a reaper caught mid-pass */
+    SK_CHILD_CLEAR(reap_busy);    /* a reaper caught mid-pass */
     /* A thread caught initialising left nothing published: start over. */
-    if (spin_is_locked(&init_lock))
-        spin_unlock(&init_lock);
+    spin_reset_child(&init_lock);
 }
