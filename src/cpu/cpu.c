@@ -14,6 +14,10 @@
  *    The shared slot (index cpu_nr_ids), which no sequence reaches, is
  *    modified only under its lock.
  *  - In fallback mode every array is modified only under its lock.
+ *  - cap is written only under the array's lock (first use, growth by a
+ *    slow path, a trim after a drain), and read unlocked by sequences: any
+ *    value up to CPU_ARRAY_MAX is safe for them, and a count at or above
+ *    cap reads as full.
  * Lock order: an array lock is a leaf; nothing else is taken inside it.
  */
 #define _GNU_SOURCE
@@ -84,19 +88,52 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
     return tab;
 }
 
-void cpu_array_ready(cpu_arrays_t tab, unsigned cap)
+/* This thread's array: its CPU's in rseq mode, its fallback slot's
+ * otherwise; NULL before init, past the arrays, or in the empty set. */
+static struct cpu_array *this_array(cpu_arrays_t tab)
 {
     int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
     if (cpu > cpu_nr_ids || tab == cpu_empty_arrays)
-        return;
-    struct cpu_array *a = cpu_array_at(tab, cpu);
-    if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) != 0)
-        return;
+        return NULL;
+    return cpu_array_at(tab, cpu);
+}
+
+static void set_cap(struct cpu_array *a, unsigned cap)
+{
+    spin_lock(&a->lock);
+    __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
+    spin_unlock(&a->lock);
+}
+
+unsigned cpu_array_ready(cpu_arrays_t tab, unsigned cap)
+{
+    struct cpu_array *a = this_array(tab);
+    if (!a)
+        return cap;
+    unsigned now = __atomic_load_n(&a->cap, __ATOMIC_RELAXED);
+    if (now != 0)
+        return now;
     /* Set under the array's lock: the fallback reads cap under it. */
     spin_lock(&a->lock);
     if (a->cap == 0)
         __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
+    now = a->cap;
     spin_unlock(&a->lock);
+    return now;
+}
+
+void cpu_array_grow(cpu_arrays_t tab, unsigned cap)
+{
+    struct cpu_array *a = this_array(tab);
+    if (a && __atomic_load_n(&a->cap, __ATOMIC_RELAXED) < cap)
+        set_cap(a, cap);
+}
+
+void cpu_array_trim(cpu_arrays_t tab, int slot, unsigned cap)
+{
+    struct cpu_array *a = cpu_array_at(tab, slot);
+    if (cap && __atomic_load_n(&a->cap, __ATOMIC_RELAXED) > cap)
+        set_cap(a, cap);
 }
 
 int cpu_slot(void)

@@ -113,8 +113,20 @@ void cpu_init(void);
 size_t cpu_arrays_bytes(void);
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
 /* Give this thread's array (its CPU's, or its fallback slot's) `cap`
- * slots if it has none yet.  Slow paths call it before pushing. */
-void cpu_array_ready(cpu_arrays_t tab, unsigned cap);
+ * slots if it has none yet.  Slow paths call it before pushing; it returns
+ * the array's capacity now (`cap` where the thread has no array). */
+unsigned cpu_array_ready(cpu_arrays_t tab, unsigned cap);
+/*
+ * Capacity changes, from slow paths, unlocked for the sequences: one that
+ * read the old cap commits against it.  Growing this thread's array (to
+ * at most CPU_ARRAY_MAX: the stride has the room) lets pushes go further;
+ * trimming slot `slot` back to `cap` (any thread, after a drain) leaves
+ * any count above it reading as full everywhere (every push compares
+ * count >= cap), so the next push takes the slow path, which flushes.
+ * Both store cap under the array's lock, which the fallback holds.
+ */
+void cpu_array_grow(cpu_arrays_t tab, unsigned cap);
+void cpu_array_trim(cpu_arrays_t tab, int slot, unsigned cap);
 
 /* Fallback slot of this thread (its CPU when it first asked). */
 int cpu_slot(void);

@@ -127,6 +127,21 @@ static unsigned default_array_cap(size_t size)
     return (unsigned)cap;
 }
 
+/* How far a CPU's array may grow while the program keeps emptying and
+ * filling it (slab_free_slow): 64 KiB of objects, CPU_ARRAY_MAX at most,
+ * never below the capacity it starts with.  tcmalloc's per-CPU caches grow
+ * the same way from a small start, capped in bytes; the reaper trims an
+ * idle cache's arrays back (slab_shrink). */
+#define SLAB_ARRAY_GROW_BYTES ((size_t)64 << 10)
+
+static unsigned array_max(size_t size, unsigned cap)
+{
+    size_t most = SLAB_ARRAY_GROW_BYTES / size;
+    if (most > CPU_ARRAY_MAX)
+        most = CPU_ARRAY_MAX;
+    return most > cap ? (unsigned)most : cap;
+}
+
 /*
  * Cache metadata is carved from chunks fresh from the OS, cache-line
  * aligned, in two areas: the cache structs, written when a cache is made,
@@ -231,6 +246,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     }
     if (c->batch > SLAB_BATCH_MAX)
         c->batch = SLAB_BATCH_MAX;
+    /* An array_size option fixes the capacity; no array, nothing to grow. */
+    c->array_max = sk_opt.array_size || !c->array_cap ? c->array_cap : array_max(stride, c->array_cap);
     if (sk_opt.cpu_partial < 0)
         c->cpu_partial = default_cpu_partial(stride);
     else

@@ -514,6 +514,15 @@ static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned wa
 
 /* ---- refill (alloc slow path) ---- */
 
+/* Objects a refill or a flush moves: half the array, as at first use,
+ * up to SLAB_BATCH_MAX for an array that has grown. */
+static inline unsigned array_batch(const struct slab_cache *c, unsigned cap)
+{
+    if (cap <= c->array_cap)
+        return c->batch;
+    return cap / 2 < SLAB_BATCH_MAX ? cap / 2 : SLAB_BATCH_MAX;
+}
+
 void *slab_alloc_slow(struct slab_cache *c)
 {
     if (unlikely(c->mode != SLAB_MODE_SLUB))
@@ -522,7 +531,7 @@ void *slab_alloc_slow(struct slab_cache *c)
         return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
     slab_mark_used(c);
     stat(c, SK_ALLOC_SLOWPATH);
-    cpu_array_ready(slab_arrays(c), c->array_cap);
+    unsigned cap = cpu_array_ready(slab_arrays(c), c->array_cap);
     /* The fast path may have failed only for want of a fallback slot. */
     void *first = cpu_pop_locked(slab_arrays(c));
     if (first) {
@@ -534,10 +543,12 @@ void *slab_alloc_slow(struct slab_cache *c)
     }
     void *buf[SLAB_BATCH_MAX];
     int cpu = slab_cpu_id();
-    unsigned want = c->batch, n = barn_get(c, cpu, buf, want);
+    struct slab_cpu *sc = &c->cpu[cpu];
+    if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
+        __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
+    unsigned want = array_batch(c, cap), n = barn_get(c, cpu, buf, want);
     if (n)
         goto refilled;
-    struct slab_cpu *sc = &c->cpu[cpu];
     lock_acquire(&sc->lock);
     /* Slow start: the first refills on this CPU take 1, 2, 4 ... objects,
      * so a class a program uses for a few objects touches no more of a
@@ -644,7 +655,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     if (slab_poisons(c))
         slab_poison_free(c, obj);
     stat(c, SK_FREE_SLOWPATH);
-    cpu_array_ready(slab_arrays(c), c->array_cap);
+    unsigned cap = cpu_array_ready(slab_arrays(c), c->array_cap);
     int r = cpu_push_locked(slab_arrays(c), obj);
     if (r > 0) {
         book(c, slow_pushes, 1);
@@ -652,8 +663,28 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     }
     if (r < 0)
         slab_bad_free("double free", "free", obj, c, NULL);
+    /* Full.  If this CPU refilled since it last flushed, the array went
+     * from empty to full and back: the program's working set on this CPU
+     * is larger than the array, and every object of it would pass through
+     * the slabs twice a round (sizeclass's batches, a server's request
+     * burst).  Grow, doubling up to array_max, tcmalloc's slow start; a
+     * burst of frees alone (teardown) or frees of objects allocated on
+     * another CPU never grow it.  slab_shrink trims it back when idle. */
+    struct slab_cpu *sc = &c->cpu[slab_cpu_id()];
+    if (__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&sc->refilled, 0, __ATOMIC_RELAXED);
+        if (cap < c->array_max) {
+            cap = cap * 2 < c->array_max ? cap * 2 : c->array_max;
+            cpu_array_grow(slab_arrays(c), cap);
+            r = cpu_push_locked(slab_arrays(c), obj);
+            if (r > 0) {
+                book(c, slow_pushes, 1);
+                return;
+            }
+        }
+    }
     void *buf[SLAB_BATCH_MAX + 1];
-    unsigned n = cpu_pop_batch(slab_arrays(c), buf, c->batch);
+    unsigned n = cpu_pop_batch(slab_arrays(c), buf, array_batch(c, cap));
     book(c, batch_out, n);
     for (unsigned i = 0; i < n; i++)
         if (unlikely(buf[i] == obj))
@@ -868,6 +899,8 @@ int slab_shrink(struct slab_cache *c)
             book(c, batch_out, n);
             freed += flush_to_slabs(c, buf, n);
         }
+        /* An array grown while busy starts small again. */
+        cpu_array_trim(slab_arrays(c), cpu, c->array_cap);
     }
     for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_barn *b = &c->node[nid].barn;

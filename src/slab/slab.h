@@ -71,6 +71,10 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
      * moved into / out of arrays in batches, and single pops / pushes
      * made by the slow paths. */
     unsigned long batch_in, batch_out, slow_pops, slow_pushes;
+    /* A refill ran on this CPU since its last flush (atomic, a hint): a
+     * flush then means the array went from empty to full and back, and
+     * its capacity grows (slab_free_slow). */
+    uint32_t refilled;
 } __attribute__((aligned(CACHE_LINE)));
 
 /*
@@ -132,7 +136,8 @@ struct slab_cache {
     uint32_t object_size;         /* what the user asked for */
     uint32_t align;
     uint32_t batch;               /* objects per refill / flush */
-    uint32_t array_cap;
+    uint32_t array_cap;           /* a CPU array's capacity at first use */
+    uint32_t array_max;           /* ... and as far as it may grow */
     uint32_t cpu_partial;         /* objects on a CPU partial list (0: off) */
     uint32_t cpu_partial_slabs;   /* the same, in slabs */
     uint32_t min_partial;         /* empty slabs kept on a node list */

@@ -689,6 +689,7 @@ void slab_classic_setup(struct slab_cache *c)
         k->colour = 1;
     unsigned limit = classic_limit(c->size);
     c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : limit;
+    c->array_max = c->array_cap;  /* SLAB's limit is fixed */
     c->batch = (c->array_cap + 1) / 2;
     k->shared = sk_opt.barn && c->size <= SK_PAGE_SIZE && cpu_nr_ids > 1 ? 8 : 0;
     if (k->shared * c->batch > SLAB_BARN_MAX)
