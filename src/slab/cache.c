@@ -144,20 +144,23 @@ static unsigned array_max(size_t size, unsigned cap)
 
 /*
  * Cache metadata is carved from chunks fresh from the OS, cache-line
- * aligned, in two areas: the cache structs, written when a cache is made,
- * packed together (41 kmalloc caches fill five pages); and what a cache
- * touches only as CPUs use it (the per-CPU arrays, 1 KiB per CPU, the
- * slab_cpu array, the barn), apart, so that a class a program never uses
- * costs it no resident page.  Interleaved, every cache struct sat on a
- * page of its own: some 200 KiB before the first object.  Never freed (a
- * destroyed cache's metadata stays: a racing reader may hold it).
+ * aligned, in three areas: the cache structs, written when a cache is
+ * made, packed together (41 kmalloc caches fill five pages); what a cache
+ * touches only as CPUs use it (the slab_cpu array, then the per-CPU
+ * arrays, 1 KiB per CPU), apart, so that a class a program never uses
+ * costs it no resident page; and the barns (4 KiB each), which fill only
+ * when objects move between CPUs, apart again, so that a class used on
+ * one CPU touches one page or two, not three (git status: 388 -> 369
+ * page faults).  Interleaved, every cache struct sat on a page of its
+ * own: some 200 KiB before the first object.  Never freed (a destroyed
+ * cache's metadata stays: a racing reader may hold it).
  */
 #define META_CHUNK ((size_t)256 << 10)
 static spinlock_t meta_lock = SPINLOCK_INIT;
 struct meta_area {
     char *next, *end;
 };
-static struct meta_area meta_structs, meta_percpu;
+static struct meta_area meta_structs, meta_percpu, meta_barns;
 
 /* Zeroed metadata from area a, or NULL (ENOMEM) when the OS refuses a
  * chunk. */
@@ -340,10 +343,13 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and
          * the carving has no free). */
+        /* The slab_cpu array right before the arrays: a program on one
+         * CPU touches its CPU's slab_cpu and array of a class, and those
+         * share a page more often than not. */
         c = meta_zalloc(&meta_structs, sizeof *c);
-        arrays = c ? meta_zalloc(&meta_percpu, cpu_arrays_bytes()) : NULL;
-        cpu = arrays ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
-        if (!cpu)
+        cpu = c ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
+        arrays = cpu ? meta_zalloc(&meta_percpu, cpu_arrays_bytes()) : NULL;
+        if (!arrays)
             return NULL;
         /* sheaves=0 (SLUB only: SLAB's array caches are its design): the
          * per-CPU freelist slots of slub_cpu.c. */
@@ -356,7 +362,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
          * no storage and capacity 0 (4 KiB each of address space per
          * cache, which counts under RLIMIT_AS). */
         memset(barn, 0, sizeof barn);
-        if (!(barn[0] = meta_zalloc(&meta_percpu, SLAB_BARN_MAX * sizeof(void *))))
+        if (!(barn[0] = meta_zalloc(&meta_barns, SLAB_BARN_MAX * sizeof(void *))))
             return NULL;
     }
     c->cpu = cpu;
@@ -591,6 +597,7 @@ void slab_atfork_child(void)
      * create maps a new one). */
     if (spin_is_locked(&meta_lock)) {
         meta_structs.next = meta_structs.end = meta_percpu.next = meta_percpu.end = NULL;
+        meta_barns.next = meta_barns.end = NULL;
         spin_unlock(&meta_lock);
     }
     lock_reset_child(&cache_lock);

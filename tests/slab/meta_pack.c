@@ -6,7 +6,8 @@
  *    per-CPU arrays were inline);
  *  - the per-CPU arrays, slab_cpu arrays and barns of classes never used
  *    are never touched: the pages that hold only those of kmalloc-20480 to
- *    kmalloc-32768 are not resident (mincore);
+ *    kmalloc-32768 are not resident (mincore), in the per-CPU area and in
+ *    the barns' area;
  *  - using one of those classes touches its own.
  */
 #define _GNU_SOURCE
@@ -44,15 +45,20 @@ static long resident_inside(uintptr_t lo, uintptr_t hi, long *pages)
     return r;
 }
 
-/* The span of a cache's per-CPU metadata (arrays, slab_cpu, barn). */
-static void percpu_span(const struct slab_cache *c, uintptr_t *lo, uintptr_t *hi)
+/* The span of a cache's per-CPU metadata (slab_cpu, arrays; barn: its
+ * barn, which lies in an area of its own). */
+static void percpu_span(const struct slab_cache *c, bool barn, uintptr_t *lo, uintptr_t *hi)
 {
-    uintptr_t p[3] = { (uintptr_t)c->arrays, (uintptr_t)c->cpu, (uintptr_t)c->node[0].barn.objs };
-    uintptr_t e[3] = { p[0] + cpu_arrays_bytes(), p[1] + sizeof(struct slab_cpu) * (size_t)cpu_nr_ids,
-                       p[2] + SLAB_BARN_MAX * sizeof(void *) };
+    uintptr_t p[2] = { (uintptr_t)c->arrays, (uintptr_t)c->cpu };
+    uintptr_t e[2] = { p[0] + cpu_arrays_bytes(), p[1] + sizeof(struct slab_cpu) * (size_t)cpu_nr_ids };
+    if (barn) {
+        p[0] = (uintptr_t)c->node[0].barn.objs;
+        e[0] = p[0] + SLAB_BARN_MAX * sizeof(void *);
+        p[1] = e[1] = 0;
+    }
     *lo = UINTPTR_MAX;
     *hi = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         if (!p[i])
             continue;
         if (p[i] < *lo)
@@ -91,25 +97,28 @@ int main(void)
     /* Classes from 20 KiB up: never used here, their per-CPU metadata
      * untouched. */
     static const char *const big[] = { "kmalloc-20480", "kmalloc-24576", "kmalloc-28672", "kmalloc-32768" };
-    uintptr_t blo = UINTPTR_MAX, bhi = 0;
-    int found = 0;
-    for (unsigned i = 0; i < sizeof big / sizeof big[0]; i++) {
-        struct slab_cache *c = by_name(big[i]);
-        if (!c)
-            continue;
-        found++;
-        uintptr_t a, b;
-        percpu_span(c, &a, &b);
-        if (a < blo)
-            blo = a;
-        if (b > bhi)
-            bhi = b;
+    for (int barn = 0; barn < 2; barn++) {
+        uintptr_t blo = UINTPTR_MAX, bhi = 0;
+        int found = 0;
+        for (unsigned i = 0; i < sizeof big / sizeof big[0]; i++) {
+            struct slab_cache *c = by_name(big[i]);
+            if (!c)
+                continue;
+            found++;
+            uintptr_t a, b;
+            percpu_span(c, barn, &a, &b);
+            if (a < blo)
+                blo = a;
+            if (b > bhi)
+                bhi = b;
+        }
+        if (found != 4)
+            BAIL("kmalloc-20480..32768 not all there (%d)", found);
+        long pages, res = resident_inside(blo, bhi, &pages);
+        ok(bhi - blo < (64u << 10) && pages >= 3 && res == 0,
+           "the %s of 4 classes never used are not resident (%ld of %ld whole pages)",
+           barn ? "barns" : "slab_cpu and per-CPU arrays", res, pages);
     }
-    if (found != 4)
-        BAIL("kmalloc-20480..32768 not all there (%d)", found);
-    long pages, res = resident_inside(blo, bhi, &pages);
-    ok(bhi - blo < (64u << 10) && pages >= 4 && res == 0,
-       "the per-CPU metadata of 4 classes never used is not resident (%ld of %ld whole pages)", res, pages);
 
     /* Using one touches its own. */
     struct slab_cache *c = by_name("kmalloc-24576");
