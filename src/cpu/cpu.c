@@ -98,10 +98,16 @@ static struct cpu_array *this_array(cpu_arrays_t tab)
     return cpu_array_at(tab, cpu);
 }
 
-static void set_cap(struct cpu_array *a, unsigned cap)
+/* Move a's capacity towards cap (up: grow, down: trim), deciding under
+ * the lock: a thread that read the capacity, then was preempted while
+ * another grew the array further, must not lower it. */
+static void set_cap(struct cpu_array *a, unsigned cap, bool up)
 {
+    if (cap > CPU_ARRAY_MAX)
+        cap = CPU_ARRAY_MAX;
     spin_lock(&a->lock);
-    __atomic_store_n(&a->cap, cap > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : cap, __ATOMIC_RELAXED);
+    if (up ? a->cap < cap : a->cap > cap)
+        __atomic_store_n(&a->cap, cap, __ATOMIC_RELAXED);
     spin_unlock(&a->lock);
 }
 
@@ -126,14 +132,14 @@ void cpu_array_grow(cpu_arrays_t tab, unsigned cap)
 {
     struct cpu_array *a = this_array(tab);
     if (a && __atomic_load_n(&a->cap, __ATOMIC_RELAXED) < cap)
-        set_cap(a, cap);
+        set_cap(a, cap, true);
 }
 
 void cpu_array_trim(cpu_arrays_t tab, int slot, unsigned cap)
 {
     struct cpu_array *a = cpu_array_at(tab, slot);
     if (cap && __atomic_load_n(&a->cap, __ATOMIC_RELAXED) > cap)
-        set_cap(a, cap);
+        set_cap(a, cap, false);
 }
 
 int cpu_slot(void)

@@ -727,9 +727,14 @@ static bool freelist_has(struct slab_cache *c, struct sk_page *pg, void *fl, con
 static bool array_has(cpu_arrays_t tab, int slot, const void *obj)
 {
     struct cpu_array *a = cpu_array_at(tab, slot);
-    unsigned n = cpu_array_len(a), cap = __atomic_load_n(&a->cap, __ATOMIC_RELAXED);
-    if (n > cap)
+    uint64_t w = __atomic_load_n(&a->word, __ATOMIC_RELAXED);
+    if (w & CPU_ARRAY_LOCKED)
         return false;     /* a drain owns it: its objects are in flight */
+    /* The count may exceed cap (an array trimmed while it held more, see
+     * slab_shrink), never the stride. */
+    unsigned n = (unsigned)w & CPU_ARRAY_COUNT;
+    if (n > CPU_ARRAY_MAX)
+        n = CPU_ARRAY_MAX;
     for (unsigned i = 0; i < n; i++)
         if (__atomic_load_n(&a->objs[i], __ATOMIC_RELAXED) == obj)
             return true;

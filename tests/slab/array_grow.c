@@ -18,7 +18,14 @@
  *  - 8 threads doing rounds with half their frees on another thread,
  *    against a thread that shrinks without pause (trims racing with
  *    growth and with pushes): every object comes back with its pattern,
- *    no object is handed out twice, and the cache is empty at the end.
+ *    no object is handed out twice (each holder stamps a serial number
+ *    and finds it again before the free), and the cache is empty at the
+ *    end;
+ *  - an array trimmed while it holds more than its new capacity (a
+ *    shrink from a thread that cannot reach that CPU: membarrier denied
+ *    and the thread's affinity elsewhere, so the drain cannot visit):
+ *    a second free of an object in it still dies with "double free"
+ *    (a child; skipped on one CPU).
  * All of it runs again with rseq off (the fallback's per-slot arrays).
  * TSAN: yes
  */
@@ -34,6 +41,7 @@
 
 #include "slabkit.h"
 #include "tap.h"
+#include "cpus.h"
 #include "cache_info.h"
 
 #define SIZE 512
@@ -100,26 +108,42 @@ static void unpin(void)
 #define ROUNDS 300
 #define PER 160
 
+/* An object held with the serial number stamped into it when it was
+ * handed out: a second holder of the same object would overwrite it. */
+struct held {
+    void *p;
+    uintptr_t serial;
+};
+
 static sk_cache_t *shared;
-static void *handoff[THREADS][PER];
+static struct held handoff[THREADS][PER];
 static int handoff_n[THREADS];
 static pthread_mutex_t handoff_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stop_shrinker, corrupt;
+static uintptr_t serials;
+
+static void drop(struct held h)
+{
+    if (!intact(h.p, h.serial))
+        __atomic_fetch_add(&corrupt, 1, __ATOMIC_RELAXED);
+    sk_cache_free(shared, h.p);
+}
 
 static void *worker(void *arg)
 {
     int me = (int)(intptr_t)arg, next = (me + 1) % THREADS;
-    void *mine[PER];
+    struct held mine[PER];
     for (int r = 0; r < ROUNDS; r++) {
         for (int i = 0; i < PER; i++) {
-            mine[i] = sk_cache_alloc(shared);
-            if (!mine[i])
+            mine[i].p = sk_cache_alloc(shared);
+            if (!mine[i].p)
                 BAIL("sk_cache_alloc failed");
-            stamp(mine[i], (uintptr_t)mine[i] + 1);
+            mine[i].serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+            stamp(mine[i].p, mine[i].serial);
         }
         /* Half go to the next thread's hand-off, which it frees. */
         pthread_mutex_lock(&handoff_lock);
-        void *theirs[PER];
+        struct held theirs[PER];
         int nt = handoff_n[me];
         memcpy(theirs, handoff[me], (size_t)nt * sizeof *theirs);
         handoff_n[me] = 0;
@@ -127,16 +151,10 @@ static void *worker(void *arg)
         memcpy(&handoff[next][handoff_n[next]], mine, (size_t)give * sizeof *mine);
         handoff_n[next] += give;
         pthread_mutex_unlock(&handoff_lock);
-        for (int i = give; i < PER; i++) {
-            if (!intact(mine[i], (uintptr_t)mine[i] + 1))
-                __atomic_fetch_add(&corrupt, 1, __ATOMIC_RELAXED);
-            sk_cache_free(shared, mine[i]);
-        }
-        for (int i = 0; i < nt; i++) {
-            if (!intact(theirs[i], (uintptr_t)theirs[i] + 1))
-                __atomic_fetch_add(&corrupt, 1, __ATOMIC_RELAXED);
-            sk_cache_free(shared, theirs[i]);
-        }
+        for (int i = give; i < PER; i++)
+            drop(mine[i]);
+        for (int i = 0; i < nt; i++)
+            drop(theirs[i]);
     }
     return NULL;
 }
@@ -171,10 +189,86 @@ static int fixed_child(void)
     return 0;
 }
 
+/* Two CPUs of this thread's affinity, or -1. */
+static int two_cpus(int *a, int *b)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    *a = *b = -1;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set)) {
+            if (*a < 0)
+                *a = i;
+            else if (*b < 0)
+                *b = i;
+        }
+    return *b < 0 ? -1 : 0;
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        _exit(3);
+}
+
+static sk_cache_t *visit_cache;
+static int visit_cpu;
+
+static void *shrink_from(void *arg)
+{
+    (void)arg;
+    pin(visit_cpu);
+    sk_cache_shrink(visit_cache);
+    return NULL;
+}
+
+/* SK_TEST_DENY_MEMBARRIER=1 (cpus.h): grow the array on CPU a, have a
+ * thread on CPU b shrink (it can neither fence nor visit CPU a: the
+ * array keeps its objects, its capacity goes back to 32), then free an
+ * object in it a second time: must die with "double free".  77: could not
+ * set it up. */
+static int visit_child(void)
+{
+    int a, b;
+    if (!membarrier_denied() || two_cpus(&a, &b) != 0)
+        return 77;
+    visit_cache = sk_cache_create("grow-visit", SIZE, 0, 0, NULL);
+    if (!visit_cache)
+        return 2;
+    pin(a);
+    for (int r = 0; r < 8; r++)
+        round_trip(visit_cache);
+    /* x goes in deeper than a flush reaches: its check of the batch it
+     * pops would catch the second free without the array search. */
+    void *x = sk_cache_alloc(visit_cache), *more[40];
+    for (int i = 0; i < 40; i++)
+        more[i] = sk_cache_alloc(visit_cache);
+    sk_cache_free(visit_cache, x);
+    for (int i = 0; i < 40; i++)
+        sk_cache_free(visit_cache, more[i]);
+    if (in_arrays("grow-visit") <= 2 * BASE)
+        return 78;
+    visit_cpu = b;
+    pthread_t t;
+    pthread_create(&t, NULL, shrink_from, NULL);
+    pthread_join(t, NULL);
+    if (sched_getcpu() != a || in_arrays("grow-visit") <= BASE)
+        return 77;                          /* the drain reached it after all
+                                             * (no rseq: arrays under locks) */
+    sk_cache_free(visit_cache, x);          /* the double free */
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--fixed") == 0)
         return fixed_child();
+    if (argc > 1 && strcmp(argv[1], "--visit") == 0)
+        return visit_child();
     int rerun = tap_rseq_off_run(argc, argv);
     const char *mode = rerun ? "rseq off" : "rseq";
     bail_out_after(120, "array_grow");
@@ -229,6 +323,25 @@ int main(int argc, char **argv)
     waitpid(pid, &st, 0);
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: array_size=8 fixes the capacity (status %d)", mode, st);
 
+    /* A double free in an array trimmed below its count. */
+    if (!rerun) {
+        int fd;
+        pid = tap_fork_stderr(&fd);
+        if (pid == 0) {
+            setenv("SK_TEST_DENY_MEMBARRIER", "1", 1);
+            execl("/proc/self/exe", argv[0], "--visit", (char *)NULL);
+            _exit(127);
+        }
+        char err[4096];
+        st = tap_child_stderr(pid, fd, err, sizeof err);
+        err[strcspn(err, "\n")] = 0;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+            skip("one CPU, no rseq, or membarrier could not be denied");
+        else
+            ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(err, "double free"),
+               "%s: a double free in an array trimmed below its count dies (status %#x: %.120s)", mode, st, err);
+    }
+
     /* Threads against a shrinker. */
     snprintf(name, sizeof name, "grow-mt-%d", rerun);
     shared = sk_cache_create(name, SIZE, 0, 0, NULL);
@@ -246,12 +359,9 @@ int main(int argc, char **argv)
     __atomic_store_n(&stop_shrinker, 1, __ATOMIC_RELAXED);
     pthread_join(s, NULL);
     for (int i = 0; i < THREADS; i++)
-        for (int k = 0; k < handoff_n[i]; k++) {
-            if (!intact(handoff[i][k], (uintptr_t)handoff[i][k] + 1))
-                corrupt++;
-            sk_cache_free(shared, handoff[i][k]);
-        }
-    is(corrupt, 0, "%s: threads, cross-thread frees and a shrinker: no object damaged", mode);
+        for (int k = 0; k < handoff_n[i]; k++)
+            drop(handoff[i][k]);
+    is(corrupt, 0, "%s: threads, cross-thread frees and a shrinker: no object damaged or held twice", mode);
     struct sk_cache_info in = cache_info(name);
     is(in.active_objs, 0, "%s: every object came back (%lu in arrays)", mode, in.array_objs);
     sk_cache_shrink(shared);
