@@ -195,7 +195,7 @@ size_t slab_release_all(void);
  * lock held (kmalloc's slow path).  The purger runs the same pass at each
  * of its ticks (page_set_idle_pass), so a program that stops allocating
  * gets it back too. */
-#define SLAB_REAP_MS 10
+#define SLAB_REAP_MS 5
 extern unsigned long slab_reap_seen SK_INTERNAL;
 extern unsigned long slab_reaped SK_INTERNAL;   /* caches it shrank */
 /* Non-zero while this thread runs a cache constructor (slab_cpu lock
