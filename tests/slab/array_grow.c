@@ -13,6 +13,8 @@
  *    (trimmed back to 32, one doubling);
  *  - frees alone (a teardown: 400 frees with no allocation between) never
  *    grow it beyond the one doubling that the allocations before allow;
+ *  - a class of 32 KiB objects (arrays of 2) grows to 8 objects, not to
+ *    64 KiB's 2;
  *  - with SLABKIT_OPTIONS=array_size=8 (a child) it never holds more
  *    than 8;
  *  - 8 threads doing rounds with half their frees on another thread,
@@ -310,6 +312,28 @@ int main(int argc, char **argv)
     unsigned long down = in_arrays(name);
     ok(down <= 2 * BASE, "%s: frees alone grow it once at most (%lu objects)", mode, down);
     is(bad, 0, "%s: every object kept its pattern", mode);
+
+    /* A big class (32 KiB: one object a slab, arrays of 2) grows to 8. */
+    char big[32];
+    snprintf(big, sizeof big, "grow-big-%d", rerun);
+    sk_cache_t *b = sk_cache_create(big, 32768, 0, 0, NULL);
+    if (!b)
+        BAIL("sk_cache_create failed");
+    unsigned long bmost = 0;
+    for (int r = 0; r < 8; r++) {
+        void *o[16];
+        for (int i = 0; i < 16; i++)
+            if (!(o[i] = sk_cache_alloc(b)))
+                BAIL("sk_cache_alloc failed");
+        for (int i = 0; i < 16; i++)
+            sk_cache_free(b, o[i]);
+        unsigned long n = in_arrays(big);
+        if (n > bmost)
+            bmost = n;
+    }
+    ok(cache_info(big).array_capacity == 2 && bmost > 2 && bmost <= 8,
+       "%s: a 32 KiB class's arrays grow from 2 to 8 objects at most (%lu held)", mode, bmost);
+    sk_cache_shrink(b);
     unpin();
 
     /* The option fixes the capacity. */
