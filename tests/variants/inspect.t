@@ -380,9 +380,20 @@ else
     }
     wait_for_screen tmux1.txt '^  OBJS ACTIVE  USE OBJ SIZE  SLABS OBJ/SLAB CACHE SIZE NAME'
     ok $? "slabtop -p in a terminal: the screen shows the column header"
-    [ $n -ge 1 ] && grep -q '^ Active / Total Objects (% used)    : [1-9]' tmux1.txt &&
-        grep -q '^ Active / Total Caches (% used)     : [1-9]' tmux1.txt &&
-        [ "$(awk 'f && $8 ~ /^kmalloc-/ { k++ } /^  OBJS/ { f = 1 } END { print k + 0 }' tmux1.txt)" -ge 20 ]
+    # The header is drawn before the rows: a capture right after it may
+    # hold only part of the screen (seen under load), so wait for it whole.
+    full_screen() {
+        grep -q '^ Active / Total Objects (% used)    : [1-9]' "$1" &&
+            grep -q '^ Active / Total Caches (% used)     : [1-9]' "$1" &&
+            [ "$(awk 'f && $8 ~ /^kmalloc-/ { k++ } /^  OBJS/ { f = 1 } END { print k + 0 }' "$1")" -ge 20 ]
+    }
+    i=0
+    until full_screen tmux1.txt || [ $i -ge 100 ]; do
+        sleep 0.1
+        capture tmux1.txt
+        i=$((i + 1))
+    done
+    full_screen tmux1.txt
     ok $? "with procps's summary lines and a row per cache"
     awk 'f && $8 ~ /^kmalloc-/ { print $1 } /^  OBJS/ { f = 1 }' tmux1.txt | sort -n -r -c 2>/dev/null
     ok $? "sorted by objects at first"
