@@ -132,9 +132,9 @@ static unsigned default_array_cap(size_t size)
  * big classes (16 KiB: 128 KiB, 32 KiB: 256 KiB; their slabs hold 1-2
  * objects, so every object that misses the array is a slab made and
  * given back), CPU_ARRAY_MAX at most, never below the capacity it starts
- * with.  tcmalloc's per-CPU caches grow
- * the same way from a small start, capped in bytes; the reaper trims an
- * idle cache's arrays back (slab_shrink). */
+ * with.  tcmalloc's per-CPU caches grow the same way from a small start,
+ * capped in bytes; the reaper trims an idle cache's arrays back
+ * (slab_shrink). */
 #define SLAB_ARRAY_GROW_BYTES ((size_t)64 << 10)
 #define SLAB_ARRAY_GROW_MIN 8
 
@@ -348,10 +348,9 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and
-         * the carving has no free). */
-        /* The slab_cpu array right before the arrays: a program on one
-         * CPU touches its CPU's slab_cpu and array of a class, and those
-         * share a page more often than not. */
+         * the carving has no free).  The slab_cpu array right before the
+         * arrays: a program on one CPU touches its CPU's slab_cpu and
+         * array of a class, and those share a page more often than not. */
         c = meta_zalloc(&meta_structs, sizeof *c);
         cpu = c ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
         arrays = cpu ? meta_zalloc(&meta_percpu, cpu_arrays_bytes()) : NULL;
@@ -541,8 +540,7 @@ void sk_cache_free(sk_cache_t *cache, void *obj)
         }
         if (pg)
             os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
-        if (slab_fresh_object(obj, &owner))
-            os_fatal("invalid free: sk_cache_free(%p) in %s, an object never handed out", obj, owner->name);
+        slab_check_fresh(obj, "sk_cache_free");
         os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
     }
     slab_free_at(c, pg, obj, "sk_cache_free");

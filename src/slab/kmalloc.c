@@ -211,11 +211,7 @@ static __attribute__((noreturn)) void bad_pointer(const void *p, const char *cal
         uint32_t idx = slab_obj_index(c, pg, p);
         if ((const char *)p < pg->slab.s_mem || idx >= c->objects)
             os_fatal("invalid pointer: %s(%p) in %s, outside any object", call, p, c->name);
-        /* An object on a page of a fresh range not initialised yet
-         * (slab.c): its memory holds no marker, its page says so. */
-        struct slab_cache *fc;
-        if (slab_fresh_object(p, &fc))
-            os_fatal("invalid free: %s(%p) in %s, an object never handed out", call, p, fc->name);
+        slab_check_fresh(p, call);
         slab_bad_free("interior pointer", call, p, c, pg->slab.s_mem + (size_t)idx * c->size);
     }
     struct sk_page *head = page_find_head(p);
@@ -334,12 +330,7 @@ SK_NOINLINE void sk_free_slow(void *p, const char *call)
 
 SK_NOINLINE void slab_free_checked(void *p, const char *call)
 {
-    struct slab_cache *c;
-    struct sk_page *pg = slab_of_object(p, &c);
-    if (pg)
-        slab_free_at(c, pg, p, call);
-    else
-        sk_free_slow(p, call);
+    kfree_call(p, call);
 }
 
 void sk_free(void *p)

@@ -231,8 +231,7 @@ static bool leak_resolve(struct leak_scan *ls, uintptr_t p, struct leak_obj *o)
         /* On a page of a fresh range not initialised yet: never handed
          * out, and its memory holds no marker (slab.c); the page the
          * object starts on says. */
-        struct sk_page *at = page_of_slice(s, obj);
-        if (__atomic_load_n(&at->flags, __ATOMIC_ACQUIRE) & PG_FRESH)
+        if (slab_page_fresh(page_of_slice(s, obj)))
             return false;
         if (slab_marked_free(c, obj))
             return false;
@@ -757,8 +756,7 @@ static void leak_sweep(struct leak_scan *ls, struct leak_report *r)
                         char *obj = pg->slab.s_mem + (size_t)k * c->size;
                         /* A fresh range's pages not initialised yet
                          * (slab.c) run to the slab's end. */
-                        struct sk_page *at = pg + (((uintptr_t)obj - (uintptr_t)page_address(pg)) >> SK_PAGE_SHIFT);
-                        if (__atomic_load_n(&at->flags, __ATOMIC_ACQUIRE) & PG_FRESH)
+                        if (slab_page_fresh(pg + (((uintptr_t)obj - (uintptr_t)page_address(pg)) >> SK_PAGE_SHIFT)))
                             break;
                         if (slab_marked_free(c, obj))
                             continue;

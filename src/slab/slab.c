@@ -169,20 +169,18 @@ static inline size_t obj_page(const struct slab_cache *c, unsigned i)
     return ((size_t)i * c->size + c->reserved) >> SK_PAGE_SHIFT;
 }
 
-/* slab.h: for the reports of a bad free. */
-bool slab_fresh_object(const void *p, struct slab_cache **cp)
+static __attribute__((noreturn)) void never_handed_out(const void *p, const char *call,
+                                                       const struct slab_cache *c)
 {
-    struct vm_slice *s = vm_slice_of(p);
-    if (!s || (s->kind != VM_SLICE_BASE && s->kind != VM_SLICE_HUGE) || !vm_slice_maps(s, p))
-        return false;
-    struct sk_page *pg = page_of_slice(s, p);
-    if ((pg_flags(pg) & (PG_SLAB | PG_FRESH)) != (PG_SLAB | PG_FRESH))
-        return false;
-    struct slab_cache *c = pg->slab.cache;
-    if (slab_obj_exact(c, pg, p) >= c->objects)
-        return false;
-    *cp = c;
-    return true;
+    os_fatal("invalid free: %s(%p) in %s, an object never handed out", call, p, c->name);
+}
+
+/* slab.h: for the reports of a bad free. */
+void slab_check_fresh(const void *p, const char *call)
+{
+    struct slab_cache *c;
+    if (slab_lookup(p, PG_SLAB | PG_FRESH, &c))
+        never_handed_out(p, call, c);
 }
 
 /* Up to `want` objects of the CPU slab's fresh range into buf (slab_cpu
@@ -791,7 +789,7 @@ SK_NOINLINE void slab_free_suspect(struct slab_cache *c, void *obj, const char *
     if (!where)
         return;       /* the user's data matched the key: free it */
     if (fresh)
-        os_fatal("invalid free: %s(%p) in %s, an object never handed out", call, obj, c->name);
+        never_handed_out(obj, call, c);
     slab_bad_free("double free", call, obj, c, NULL);
 }
 

@@ -368,21 +368,23 @@ static inline uint32_t slab_obj_index(const struct slab_cache *c, const struct s
     return (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem) / c->size;
 }
 
-/*
- * The slab descriptor of an object pointer and validity in one pass:
- * NULL when p is not the start of an object in a slab (the caller's slow
- * path then says why).
- */
-static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **cp)
+/* A page of a CPU slab's fresh range not initialised yet (slab.c): no
+ * object starting on it was handed out, and its memory holds no marker to
+ * say so. */
+static inline bool slab_page_fresh(const struct sk_page *pg)
+{
+    return __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE) & PG_FRESH;
+}
+
+/* The slab page of p when p starts an object there and the page's
+ * PG_SLAB and PG_FRESH flags are `state` exactly; *cp gets the cache. */
+static inline struct sk_page *slab_lookup(const void *p, uint32_t state, struct slab_cache **cp)
 {
     struct vm_slice *s = vm_slice_of(p);
     if (unlikely(!s))
         return NULL;
     struct sk_page *pg = page_of_slice(s, p);
-    /* Not a slab page, or a page of a fresh range not initialised yet: no
-     * object starting on it was handed out, and its memory holds no marker
-     * to say so.  One test of the flags for both. */
-    if (unlikely((__atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE) & (PG_SLAB | PG_FRESH)) != PG_SLAB))
+    if (unlikely((__atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE) & (PG_SLAB | PG_FRESH)) != state))
         return NULL;
     struct slab_cache *c = pg->slab.cache;
     if (unlikely(slab_obj_exact(c, pg, p) >= c->objects))
@@ -391,23 +393,35 @@ static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **
     return pg;
 }
 
-/* Whether p is the start of an object never handed out, in a CPU slab's
- * fresh range (slab.c), which slab_of_object rejects: *cp gets its cache.
- * For the reports of a bad free. */
-bool slab_fresh_object(const void *p, struct slab_cache **cp);
-/* Whether p lies on a page of a fresh range not initialised yet
- * (PG_FRESH).  A sized free trusts the size and skips slab_of_object, and
- * the free marker it still checks cannot tell an object there (its memory
- * holds none): on such a page it looks the object up after all
- * (slab_free_checked), or a bogus free of one would have it handed out
- * twice.  Two loads of the page map and the descriptor's flags; only for
- * classes of multi-page slabs (one-page slabs are made eagerly). */
+/*
+ * The slab descriptor of an object pointer and validity in one pass:
+ * NULL when p is not the start of an object in a slab (the caller's slow
+ * path then says why).  A page of a fresh range not initialised yet is
+ * rejected on the same test of the flags.
+ */
+static inline struct sk_page *slab_of_object(const void *p, struct slab_cache **cp)
+{
+    return slab_lookup(p, PG_SLAB, cp);
+}
+
+/* For the reports of a bad free: if p starts an object never handed out,
+ * on a page of a fresh range (which slab_of_object rejects), die saying
+ * so; else return. */
+void slab_check_fresh(const void *p, const char *call);
+/* Whether p lies on a page of a fresh range not initialised yet.  A sized
+ * free trusts the size and skips slab_of_object, and the free marker it
+ * still checks cannot tell an object there (its memory holds none): on
+ * such a page it looks the object up after all (slab_free_checked), or a
+ * bogus free of one would have it handed out twice.  Two loads of the
+ * page map and the descriptor's flags, cheaper than the whole look-up;
+ * only for classes of multi-page slabs (one-page slabs are made
+ * eagerly). */
 static inline bool slab_on_fresh_page(const void *p)
 {
     struct vm_slice *s = vm_slice_of(p);
-    return s && (__atomic_load_n(&page_of_slice(s, p)->flags, __ATOMIC_RELAXED) & PG_FRESH);
+    return s && slab_page_fresh(page_of_slice(s, p));
 }
-/* free(p) reporting `call`: the object looked up (out of line). */
+/* free(p) reporting `call`: kfree_call out of line. */
 void slab_free_checked(void *p, const char *call);
 
 /* ---- the free marker: every double free is caught ----
@@ -564,16 +578,18 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
 /* The free fast path, shared by sk_free and free: find and check the
  * object's slab, push it on this CPU's array; anything else (NULL, large
  * blocks, bad pointers, a full array) leaves for a slow path. */
-static inline void kfree_inline(void *p)
+static inline void kfree_call(void *p, const char *call)
 {
     struct slab_cache *c;
     struct sk_page *pg = slab_of_object(p, &c);
     if (likely(pg)) {
-        slab_free_at(c, pg, p, "free");
+        slab_free_at(c, pg, p, call);
         return;
     }
-    sk_free_slow(p, "free");
+    sk_free_slow(p, call);
 }
+
+static inline void kfree_inline(void *p) { kfree_call(p, "free"); }
 
 /* ---- kmalloc ---- */
 
@@ -656,6 +672,5 @@ void *kmalloc_large(size_t size, size_t align);
 void kmalloc_tables_divert(bool divert);
 void kmalloc_free_nonslab(void *p, const char *call);
 size_t kmalloc_usable_nonslab(const void *p, const char *call);
-
 
 #endif
