@@ -512,13 +512,13 @@ static unsigned barn_get(struct slab_cache *c, int cpu, void **objs, unsigned wa
 
 /* ---- refill (alloc slow path) ---- */
 
-/* Objects a refill or a flush moves: half the array, as at first use,
- * up to SLAB_BATCH_MAX for an array that has grown. */
-static inline unsigned array_batch(const struct slab_cache *c, unsigned cap)
+/* Objects a refill or a flush moves with an array of `cap` slots: half of
+ * them, at least 1, at most SLAB_BATCH_MAX (c->batch for its first
+ * capacity, cache.c). */
+static inline unsigned array_batch(unsigned cap)
 {
-    if (cap <= c->array_cap)
-        return c->batch;
-    return cap / 2 < SLAB_BATCH_MAX ? cap / 2 : SLAB_BATCH_MAX;
+    unsigned b = cap / 2 ? cap / 2 : 1;
+    return b < SLAB_BATCH_MAX ? b : SLAB_BATCH_MAX;
 }
 
 void *slab_alloc_slow(struct slab_cache *c)
@@ -544,7 +544,7 @@ void *slab_alloc_slow(struct slab_cache *c)
     struct slab_cpu *sc = &c->cpu[cpu];
     if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
         __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
-    unsigned want = array_batch(c, cap), n = barn_get(c, cpu, buf, want);
+    unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
     if (n)
         goto refilled;
     lock_acquire(&sc->lock);
@@ -682,7 +682,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
         }
     }
     void *buf[SLAB_BATCH_MAX + 1];
-    unsigned n = cpu_pop_batch(slab_arrays(c), buf, array_batch(c, cap));
+    unsigned n = cpu_pop_batch(slab_arrays(c), buf, array_batch(cap));
     book(c, batch_out, n);
     for (unsigned i = 0; i < n; i++)
         if (unlikely(buf[i] == obj))
