@@ -453,6 +453,27 @@ static void reset_arrays(cpu_arrays_t tab)
     }
 }
 
+/* The per-CPU state of a used cache in a forked child: only what a
+ * parent thread was caught holding is written. */
+static void percpu_atfork_child(struct slab_cache *c)
+{
+    reset_arrays(slab_arrays(c));
+    if (c->slots)
+        slub_cpu_atfork_child(c);
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        struct slab_cpu *sc = &c->cpu[cpu];
+        if (lock_was_held(&sc->lock)) {
+            /* Caught mid-refill: leak this CPU's slabs in the child. */
+            sc->slab = NULL;
+            sc->freelist = NULL;
+            sc->fresh_left = 0;
+            sc->partial = NULL;
+            sc->partial_slabs = 0;
+        }
+        lock_reset_child(&sc->lock);
+    }
+}
+
 static void fork_child(void)
 {
     os_options_atfork_child();
@@ -470,23 +491,8 @@ static void fork_child(void)
         /* A cache never allocated from took no lock of its per-CPU state
          * (slab_mark_used comes first), whose pages a read would make
          * resident here; its node state lies in the cache itself. */
-        bool used = slab_used(c);
-        if (used)
-            reset_arrays(slab_arrays(c));
-        if (c->slots)
-            slub_cpu_atfork_child(c);
-        for (int cpu = 0; used && cpu < cpu_nr_ids; cpu++) {
-            struct slab_cpu *sc = &c->cpu[cpu];
-            if (lock_was_held(&sc->lock)) {
-                /* Caught mid-refill: leak this CPU's slabs in the child. */
-                sc->slab = NULL;
-                sc->freelist = NULL;
-                sc->fresh_left = 0;
-                sc->partial = NULL;
-                sc->partial_slabs = 0;
-            }
-            lock_reset_child(&sc->lock);
-        }
+        if (slab_used(c))
+            percpu_atfork_child(c);
         for (int n = 0; n < SLAB_NR_NODES; n++) {
             struct slab_node *nd = &c->node[n];
             if (lock_was_held(&nd->list_lock)) {

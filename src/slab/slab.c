@@ -951,34 +951,30 @@ int slab_shrink(struct slab_cache *c)
 
 /* ---- statistics snapshot ---- */
 
-void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
+/* What the per-CPU state of a used cache holds (slab_cache_info). */
+static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct slab_info_counts *k)
 {
-    slab_info_fixed(c, info);
-    struct slab_info_counts k = { 0 };
-    /* A cache never allocated from has its per-CPU state untouched: not
-     * read (slab_mark_used), all of it zero. */
-    bool used = slab_used(c);
-    for (int cpu = 0; used && cpu < cpu_nr_ids; cpu++) {
+    for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
         struct slab_cpu *sc = &c->cpu[cpu];
         info->array_objs += cpu_array_count(slab_arrays(c), cpu);
-        k.ops += cpu_array_ops(slab_arrays(c), cpu);
-        k.batch_in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
-        k.batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
-        k.slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
-        k.slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
+        k->ops += cpu_array_ops(slab_arrays(c), cpu);
+        k->batch_in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);
+        k->batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
+        k->slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
+        k->slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
         lock_acquire(&sc->lock);
         if (sc->slab) {
             /* Its private freelist and fresh range, and what others freed
              * into it since. */
             union slab_counters cnt = { .v = slab_counters(sc->slab) };
-            k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            k->free_objs += (unsigned long)cnt.objects - cnt.inuse;
             for (void *o = sc->freelist; o; o = get_fp(c, o))
-                k.free_objs++;
-            k.free_objs += sc->fresh_left;
+                k->free_objs++;
+            k->free_objs += sc->fresh_left;
         }
         for (struct sk_page *pg = sc->partial; pg; pg = pg->slab.next) {
             union slab_counters cnt = { .v = slab_counters(pg) };
-            k.free_objs += (unsigned long)cnt.objects - cnt.inuse;
+            k->free_objs += (unsigned long)cnt.objects - cnt.inuse;
             info->cpu_partial_slabs++;
         }
         for (int i = 0; i < SK_STAT_NR; i++)
@@ -986,10 +982,19 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         lock_release(&sc->lock);
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */
-    if (used) {
-        info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
-        k.ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
-    }
+    info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
+    k->ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+}
+
+void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
+{
+    slab_info_fixed(c, info);
+    struct slab_info_counts k = { 0 };
+    /* A cache never allocated from has its per-CPU state untouched: not
+     * read (slab_mark_used), all of it zero. */
+    bool used = slab_used(c);
+    if (used)
+        percpu_info(c, info, &k);
     for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
         if (c->mode == SLAB_MODE_CLASSIC)
@@ -1008,6 +1013,6 @@ void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)
         info->barn_capacity += n->barn.cap;   /* only node 0 has a barn */
     }
     slab_info_derive(info, &k);
-    if (c->slots && used)
-        slub_cpu_info(c, info);
+    if (used && c->slots)
+        slub_cpu_info(c, info);   /* sheaves=0: its own free and fast-path counts */
 }
