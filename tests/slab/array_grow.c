@@ -50,41 +50,62 @@
 #define BASE 32                   /* 16384 / 512 */
 #define N 400
 
-static void stamp(void *p, uintptr_t tag)
+/* A tag at both ends of an object of `size` bytes. */
+static void stamp_at(void *p, size_t size, uintptr_t tag)
 {
     uintptr_t *w = p;
     w[0] = tag;
-    w[SIZE / sizeof *w - 1] = ~tag;
+    w[size / sizeof *w - 1] = ~tag;
 }
 
-static int intact(const void *p, uintptr_t tag)
+static int intact_at(const void *p, size_t size, uintptr_t tag)
 {
     const uintptr_t *w = p;
-    return w[0] == tag && w[SIZE / sizeof *w - 1] == ~tag;
+    return w[0] == tag && w[size / sizeof *w - 1] == ~tag;
 }
 
-/* One round: N allocations, then N frees; the number of objects whose
- * pattern did not survive. */
-static int round_trip(sk_cache_t *c)
+static void stamp(void *p, uintptr_t tag) { stamp_at(p, SIZE, tag); }
+static int intact(const void *p, uintptr_t tag) { return intact_at(p, SIZE, tag); }
+
+/* One round: n allocations of c's `size`-byte objects, then n frees (a
+ * teardown, for the frees); the number of objects whose tags did not
+ * survive. */
+#define ROUND_MAX (4 * N)
+static int round_of(sk_cache_t *c, size_t size, int n)
 {
-    static void *objs[N];
+    static void *objs[ROUND_MAX];
     int bad = 0;
-    for (int i = 0; i < N; i++) {
-        objs[i] = sk_cache_alloc(c);
-        if (!objs[i])
+    for (int i = 0; i < n; i++) {
+        if (!(objs[i] = sk_cache_alloc(c)))
             BAIL("sk_cache_alloc failed");
-        stamp(objs[i], (uintptr_t)objs[i] ^ 0x5a5a);
+        stamp_at(objs[i], size, (uintptr_t)objs[i] ^ 0x5a5a);
     }
-    for (int i = 0; i < N; i++) {
-        bad += !intact(objs[i], (uintptr_t)objs[i] ^ 0x5a5a);
+    for (int i = 0; i < n; i++) {
+        bad += !intact_at(objs[i], size, (uintptr_t)objs[i] ^ 0x5a5a);
         sk_cache_free(c, objs[i]);
     }
     return bad;
 }
 
+static int round_trip(sk_cache_t *c) { return round_of(c, SIZE, N); }
+
 static unsigned long in_arrays(const char *name)
 {
     return cache_info(name).array_objs;
+}
+
+/* `rounds` rounds of n objects of cache `name`; the most objects its
+ * arrays held after one, and *bad the damaged objects. */
+static unsigned long most_held(sk_cache_t *c, const char *name, size_t size, int n, int rounds, int *bad)
+{
+    unsigned long most = 0;
+    for (int r = 0; r < rounds; r++) {
+        *bad += round_of(c, size, n);
+        unsigned long held = in_arrays(name);
+        if (held > most)
+            most = held;
+    }
+    return most;
 }
 
 static void pin_here(void)
@@ -176,14 +197,10 @@ static int fixed_child(void)
     if (!c)
         return 2;
     pin_here();
-    unsigned long most = 0;
-    for (int r = 0; r < 8; r++) {
-        if (round_trip(c))
-            return 3;
-        unsigned long n = in_arrays("grow-fixed");
-        if (n > most)
-            most = n;
-    }
+    int bad = 0;
+    unsigned long most = most_held(c, "grow-fixed", SIZE, N, 8, &bad);
+    if (bad)
+        return 3;
     if (most > 8) {
         fprintf(stderr, "array_size=8: %lu objects in the arrays\n", most);
         return 1;
@@ -286,13 +303,7 @@ int main(int argc, char **argv)
     int bad = round_trip(c);
     unsigned long first = in_arrays(name);
     ok(first <= 2 * BASE, "%s: one round grows the array once at most (%lu objects in it)", mode, first);
-    unsigned long most = 0;
-    for (int r = 0; r < 6; r++) {
-        bad += round_trip(c);
-        unsigned long n = in_arrays(name);
-        if (n > most)
-            most = n;
-    }
+    unsigned long most = most_held(c, name, SIZE, N, 6, &bad);
     ok(most > 2 * BASE && most <= 125, "%s: rounds grow it to its bound (%lu objects, 125 at most)", mode, most);
 
     sk_cache_shrink(c);
@@ -303,12 +314,7 @@ int main(int argc, char **argv)
 
     /* A teardown: allocations first (they refill), then frees alone. */
     sk_cache_shrink(c);
-    static void *many[4 * N];
-    for (int i = 0; i < 4 * N; i++)
-        if (!(many[i] = sk_cache_alloc(c)))
-            BAIL("sk_cache_alloc failed");
-    for (int i = 0; i < 4 * N; i++)
-        sk_cache_free(c, many[i]);
+    bad += round_of(c, SIZE, ROUND_MAX);
     unsigned long down = in_arrays(name);
     ok(down <= 2 * BASE, "%s: frees alone grow it once at most (%lu objects)", mode, down);
     is(bad, 0, "%s: every object kept its pattern", mode);
@@ -319,20 +325,10 @@ int main(int argc, char **argv)
     sk_cache_t *b = sk_cache_create(big, 32768, 0, 0, NULL);
     if (!b)
         BAIL("sk_cache_create failed");
-    unsigned long bmost = 0;
-    for (int r = 0; r < 8; r++) {
-        void *o[16];
-        for (int i = 0; i < 16; i++)
-            if (!(o[i] = sk_cache_alloc(b)))
-                BAIL("sk_cache_alloc failed");
-        for (int i = 0; i < 16; i++)
-            sk_cache_free(b, o[i]);
-        unsigned long n = in_arrays(big);
-        if (n > bmost)
-            bmost = n;
-    }
-    ok(cache_info(big).array_capacity == 2 && bmost > 2 && bmost <= 8,
-       "%s: a 32 KiB class's arrays grow from 2 to 8 objects at most (%lu held)", mode, bmost);
+    int bbad = 0;
+    unsigned long bmost = most_held(b, big, 32768, 16, 8, &bbad);
+    ok(cache_info(big).array_capacity == 2 && bmost > 2 && bmost <= 8 && !bbad,
+       "%s: a 32 KiB class's arrays grow from 2 to 8 objects at most (%lu held, %d damaged)", mode, bmost, bbad);
     sk_cache_shrink(b);
     unpin();
 
