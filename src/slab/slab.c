@@ -523,11 +523,12 @@ static inline unsigned array_batch(unsigned cap)
 
 void *slab_alloc_slow(struct slab_cache *c)
 {
+    slab_mark_used(c);              /* every mode's slow path: the first
+                                     * allocation of a cache comes here */
     if (unlikely(c->mode != SLAB_MODE_SLUB))
         return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
     if (c->slots)
         return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
-    slab_mark_used(c);
     stat(c, SK_ALLOC_SLOWPATH);
     unsigned cap = cpu_array_ready(slab_arrays(c), c->array_cap);
     /* The fast path may have failed only for want of a fallback slot. */

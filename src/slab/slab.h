@@ -159,11 +159,12 @@ struct slab_cache {
     struct slab_cache *next;      /* all caches, creation order */
     /* slab_reap (cache_lock): the arrays' operation count at the last
      * pass, and whether the cache was shrunk since it last moved; used:
-     * set by the first refill, before the per-CPU state (arrays,
-     * slab_cpu) is first written (slab_mark_used), so that the reaper,
-     * statistics, shrink and a fork child read it for used caches only (a
-     * read of an untouched page can cost a resident page, as a write
-     * does). */
+     * set by the first slow-path allocation in any mode (slab_alloc_slow,
+     * slab_debug_alloc), before the per-CPU state (arrays, slab_cpu, the
+     * slots of sheaves=0) is first written (slab_mark_used), so that the
+     * reaper, statistics, shrink and a fork child read it for used caches
+     * only (a read of an untouched page can cost a resident page, as a
+     * write does). */
     uint64_t reap_ops;
     bool reaped;
     bool used;

@@ -405,7 +405,6 @@ static unsigned shared_put(struct slab_cache *c, void **objs, unsigned n)
  * docs/slices.md); a batchcount of 60 is two chunks. */
 void *slab_classic_alloc_slow(struct slab_cache *c)
 {
-    slab_mark_used(c);
     cstat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
     void *first = cpu_pop_locked(slab_arrays(c));

@@ -179,6 +179,31 @@ int case_api(int flags)
     return 0;
 }
 
+/* A cache's books and its shrink: 100 objects allocated and freed, then
+ * its slow-path count and slabs before and after sk_cache_shrink (a
+ * debug cache takes the slow path for every one; a cache never allocated
+ * from is skipped by statistics and shrink, so every mode must say it was
+ * used). */
+int case_books(int flags)
+{
+    sk_cache_t *c = sk_cache_create("dbg-books", 200, 0, (unsigned)flags, NULL);
+    if (!c)
+        return 3;
+    void *o[100];
+    for (int i = 0; i < 100; i++)
+        if (!(o[i] = sk_cache_alloc(c)))
+            return 3;
+    for (int i = 0; i < 100; i++)
+        sk_cache_free(c, o[i]);
+    struct sk_cache_info in;
+    sk_cache_info("dbg-books", &in);
+    unsigned long slabs = in.num_slabs, slow = in.stat[SK_ALLOC_SLOWPATH];
+    int freed = sk_cache_shrink(c);
+    sk_cache_info("dbg-books", &in);
+    dprintf(2, "books slow=%lu slabs=%lu shrink=%d after=%lu\n", slow, slabs, freed, in.num_slabs);
+    return 0;
+}
+
 /* F alone: a write just past a freed object lands on its free pointer
  * (after the object in a debug cache); the next alloc takes the object and
  * finds the pointer invalid. */
@@ -261,6 +286,7 @@ int case_calls(void);
 int case_api(int flags);
 int case_correct(void);
 int case_fpcorrupt(void);
+int case_books(int flags);
 
 static int run_case(const char *name)
 {
@@ -288,6 +314,10 @@ static int run_case(const char *name)
         return case_correct();
     if (!strcmp(name, "fpcorrupt"))
         return case_fpcorrupt();
+    if (!strcmp(name, "books"))
+        return case_books(SK_CACHE_DEBUG);
+    if (!strcmp(name, "books_plain"))
+        return case_books(0);
     return 99;
 }
 
@@ -364,7 +394,7 @@ int main(int argc, char **argv)
         NO_TAIL();
         return r;
     }
-    plan(36);
+    plan(40);
 
     int st = run("debug=FZPU", "overflow");
     CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$") &&
@@ -471,6 +501,19 @@ int main(int argc, char **argv)
     st = run("debug,sheaves=0", "overflow");
     CHECK(aborted(st) && has(FRAME "kmalloc-32 \\(Not tainted\\): kmalloc Redzone overwritten$"),
           "sheaves=0: so does a debug cache there");
+
+    st = run(NULL, "books");
+    CHECK(exited0(st) && has("^books slow=100 slabs=[1-9][0-9]* shrink=[1-9][0-9]* after=0$"),
+          "a debug cache's books count its 100 slow-path allocations, and shrink gives its slabs back");
+    st = run(NULL, "books_plain");
+    CHECK(exited0(st) && has("^books slow=[1-9][0-9]* slabs=[1-9][0-9]* shrink=[1-9][0-9]* after=0$"),
+          "so does a plain cache's");
+    st = run("allocator=slab", "books_plain");
+    CHECK(exited0(st) && has("^books slow=[1-9][0-9]* slabs=[1-9][0-9]* shrink=[1-9][0-9]* after=0$"),
+          "allocator=slab: the same");
+    st = run("sheaves=0", "books_plain");
+    CHECK(exited0(st) && has("^books slow=[0-9]* slabs=[1-9][0-9]* shrink=[1-9][0-9]* after=0$"),
+          "sheaves=0: its shrink gives the slabs back too");
 
     st = run("debug=FZPU", "correct");
     CHECK(exited0(st) && out[0] == 0, "a correct program under debug=FZPU: silent, exit 0 (status %d)", st);
