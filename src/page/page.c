@@ -293,6 +293,40 @@ static int zone_new_partial(struct zone *z, unsigned order)
 }
 
 /*
+ * A new base-page arena slice joins the zone a step at a time, from 256 KiB
+ * doubling, as a partial slice is mapped: the buddy split of a whole slice
+ * for the first small request wrote a free block's head every power of
+ * two pages, 0, 1, 2, 4 ... 8192 pages in: nine of the slice header's
+ * 257 pages touched for one slab page, in each zone (28 KiB of RSS more
+ * than needed, per zone, in every process).  Now a zone's descriptors are
+ * touched where its pages are used (tests/page/frontier).  The pages past frontier_next have
+ * zero descriptors, so nothing merges with them or grows into them, as
+ * past a partial slice's mapped prefix.  Huge-page slices join whole: the
+ * first touch faults in 2 MiB anyway.  0, or -1 when the block does not
+ * fit in what is left (which then joins, and the frontier closes).
+ * grow_lock held.
+ */
+static int zone_grow_frontier(struct zone *z, unsigned order)
+{
+    struct vm_slice *s = z->frontier;
+    size_t need = (size_t)1 << order, m = z->frontier_next;
+    size_t start = SK_ALIGN_UP(m, need), end = 2 * m;
+    if (start + need > SLICE_PAGES)
+        end = SLICE_PAGES;        /* no room: the rest joins, the frontier closes */
+    else if (end < start + need)
+        end = start + need;
+    if (end > SLICE_PAGES)
+        end = SLICE_PAGES;
+    lock_acquire(&z->lock);
+    zone_add_range(z, s, m, end, true);
+    z->frontier_next = end;
+    lock_release(&z->lock);
+    if (end == SLICE_PAGES)
+        __atomic_store_n(&z->frontier, NULL, __ATOMIC_RELAXED);
+    return start + need <= end ? 0 : -1;
+}
+
+/*
  * Add memory to the zone for a block of `order`: called without the zone
  * lock, with `gen` the zone's grow_gen when the caller found no block (if
  * another thread has grown the zone since, there is nothing to do: retry).
@@ -314,6 +348,8 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
     lock_acquire(&z->grow_lock);
     if (__atomic_load_n(&z->grow_gen, __ATOMIC_RELAXED) != gen)
         goto out;
+    if (z->frontier && zone_grow_frontier(z, order) == 0)
+        goto out;
     if (z->partial) {
         if (zone_grow_partial(z, order) == 0)
             goto out;
@@ -327,9 +363,14 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
     if (s) {
         s->zone = z;
         s->node = (uint16_t)z->node;
+        size_t need = (size_t)1 << order, end = SLICE_PAGES;
+        if (kind == VM_SLICE_BASE && need < SLICE_PAGES)
+            end = need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
         lock_acquire(&z->lock);
-        zone_add_range(z, s, 0, SLICE_PAGES, true);
+        zone_add_range(z, s, 0, end, true);
+        z->frontier_next = end;
         lock_release(&z->lock);
+        __atomic_store_n(&z->frontier, end < SLICE_PAGES ? s : NULL, __ATOMIC_RELAXED);
         goto out;
     }
     if (zone_new_partial(z, order) == 0)
@@ -724,14 +765,16 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, 
     }
 }
 
-/* Take up to n blocks of `order` for a per-CPU list. */
+/* Take up to n blocks of `order` for a per-CPU list.  A zone whose
+ * frontier slice has more to join grows for a whole batch, as it had it
+ * when slices joined whole; otherwise a part of a batch is enough. */
 static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
 {
     unsigned got = 0;
-    for (bool first = true; got == 0; first = false) {
+    for (bool first = true; got < n; first = false) {
         bool clean;
         lock_acquire(&z->lock);
-        if (zone_drain_before_fresh(z, order, first))
+        if (got == 0 && zone_drain_before_fresh(z, order, first))
             continue;
         unsigned long gen = z->grow_gen;
         while (got < n) {
@@ -745,7 +788,9 @@ static unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page *
         if (got)
             zone_maybe_reclaim(z, os_now_ms_coarse());
         lock_release(&z->lock);
-        if (got == 0 && zone_grow(z, order, gen) != 0)
+        if (got == n || (got && !__atomic_load_n(&z->frontier, __ATOMIC_RELAXED)))
+            break;
+        if (zone_grow(z, order, gen) != 0)
             break;
     }
     return got;

@@ -140,6 +140,11 @@ struct zone {
     lock_t grow_lock;
     struct vm_slice *partial;          /* (grow_lock) the partial slice that
                                         * grows in place next, or NULL */
+    struct vm_slice *frontier;         /* (grow_lock; read unlocked as a hint)
+                                        * the arena slice whose pages from
+                                        * frontier_next on are not yet the
+                                        * zone's (page.c, zone_grow_frontier) */
+    size_t frontier_next;              /* (grow_lock, written under lock too) */
     /* The purger's view (purge.c): every dirty block was freed at or before
      * dirtied_at (splits keep the parent's age, merges the oldest part's),
      * so once dirtied_at is decay_ms old, all of them are. */

@@ -6,7 +6,9 @@
  * free blocks on the zone lists (page_for_each_free), and the blocks on
  * every CPU's page list (read straight from page_pcp).  The books are
  * right when every page of every slice is counted exactly once (no block
- * overlaps another, no page is lost), every block is naturally aligned
+ * overlaps another, no page is lost; a zone's frontier slice is counted
+ * up to its frontier, past which no page may be any block's), every
+ * block is naturally aligned
  * with the descriptor state its place implies, no two free buddies of one
  * order sit unmerged on the lists, and page_stats agrees with what was
  * found.  Call it with no other thread using the allocator.  It allocates
@@ -64,7 +66,16 @@ static int acct_nslices;
 static uint8_t acct_marks[ACCT_MAX_SLICES][SLICE_PAGES];
 static uint8_t acct_free_head[ACCT_MAX_SLICES][SLICE_PAGES];   /* order + 1 at a free block's head */
 static uint8_t acct_head[ACCT_MAX_SLICES][SLICE_PAGES];        /* 1 at any block's head */
+static size_t acct_joined[ACCT_MAX_SLICES];   /* pages of the slice the zone has */
 static int acct_printed, acct_stale_printed;
+
+/* A zone's frontier slice (page.c, zone_grow_frontier) is the zone's only
+ * up to frontier_next: the pages past it are no block's, and their
+ * descriptors stay zero.  Every other slice is the zone's whole. */
+static size_t acct_slice_joined(const struct vm_slice *s)
+{
+    return s->zone->frontier == s ? s->zone->frontier_next : SLICE_PAGES;
+}
 
 #define acct_diag(...) do { if (acct_printed++ < 8) diag(__VA_ARGS__); } while (0)
 
@@ -127,9 +138,10 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
             memset(acct_marks[acct_nslices], 0, SLICE_PAGES);
             memset(acct_free_head[acct_nslices], 0, SLICE_PAGES);
             memset(acct_head[acct_nslices], 0, SLICE_PAGES);
+            acct_joined[acct_nslices] = acct_slice_joined(s);
+            r->managed += acct_joined[acct_nslices];
             acct_slices[acct_nslices++] = s;
         }
-    r->managed = (unsigned long)acct_nslices * SLICE_PAGES;
 
     for (size_t i = 0; i < n; i++) {
         struct sk_page *pg = page_of(live[i].p);
@@ -162,6 +174,16 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
     }
     for (int si = 0; si < acct_nslices; si++)
         for (size_t idx = 0; idx < SLICE_PAGES; idx++) {
+            if (idx >= acct_joined[si]) {
+                const struct sk_page *pg = (const struct sk_page *)acct_slices[si]->pages + idx;
+                if (acct_marks[si][idx] || pg->flags) {
+                    r->unaccounted++;
+                    acct_diag("page %#lx past the zone's frontier: counted %u times, descriptor flags %#x",
+                              (unsigned long)(acct_slices[si]->base + (idx << SK_PAGE_SHIFT)),
+                              acct_marks[si][idx], pg->flags);
+                }
+                continue;
+            }
             if (acct_marks[si][idx] == 0) {
                 r->unaccounted++;
                 acct_diag("page %#lx counted nowhere", (unsigned long)(acct_slices[si]->base + (idx << SK_PAGE_SHIFT)));
@@ -215,7 +237,8 @@ static void acct_report(const struct acct_result *r, const char *when)
 
 /* Everything freed: drain the per-CPU lists, check the books ("all
  * freed"), and fill *st; returns how many free blocks are smaller than the
- * largest order (0 once every slice has coalesced back to one block). */
+ * largest order (0 once every slice has coalesced back to one block, and
+ * a frontier slice's joined part into one block per bit of its size). */
 static inline unsigned long acct_all_freed(struct page_stats *st)
 {
     struct acct_result r;
@@ -226,7 +249,22 @@ static inline unsigned long acct_all_freed(struct page_stats *st)
     unsigned long smaller = 0;
     for (unsigned o = 0; o < SK_MAX_ORDER; o++)
         smaller += st->free_blocks[o];
+    /* A frontier slice's joined pages [0, n) merge into one block per
+     * bit of n, not into one of order SK_MAX_ORDER. */
+    for (int n = 0; n < MAX_NUMNODES; n++)
+        if (page_zones[n].frontier)
+            smaller -= (unsigned long)__builtin_popcountl(page_zones[n].frontier_next);
     return smaller;
+}
+
+/* Pages the zones hold in open frontier slices (not whole slices). */
+static inline unsigned long acct_frontier_pages(void)
+{
+    unsigned long pages = 0;
+    for (int n = 0; n < MAX_NUMNODES; n++)
+        if (page_zones[n].frontier)
+            pages += page_zones[n].frontier_next;
+    return pages;
 }
 
 #endif
