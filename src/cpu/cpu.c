@@ -35,7 +35,7 @@ bool cpu_membarrier_ok;
 int cpu_nr_ids = 1;
 
 /* Before init every cache points at these: always empty, always full. */
-char cpu_empty_mem[(size_t)(CPU_MAX_IDS + 1) * CPU_ARRAY_STRIDE] __attribute__((aligned(CACHE_LINE)));
+char cpu_empty_mem[(size_t)(CPU_MAX_IDS + 1) * CPU_ARRAY_STRIDE] __attribute__((aligned(CACHE_LINE))) SK_BIG_BSS;
 
 __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 

@@ -50,8 +50,8 @@
 
 _Static_assert(__builtin_offsetof(struct vm_slice, pages) == 128, "descriptors start at 128");
 
-struct vm_map_leaf vm_map_empty_leaf;
-uintptr_t vm_map_root[VM_ROOT_ENTRIES];   /* zero: every entry the empty leaf */
+struct vm_map_leaf vm_map_empty_leaf SK_BIG_BSS;
+uintptr_t vm_map_root[VM_ROOT_ENTRIES] SK_BIG_BSS;   /* zero: every entry the empty leaf */
 
 /* Per-slice state byte. */
 #define VS_USED        0x01u  /* handed out */
@@ -82,7 +82,7 @@ static spinlock_t vm_lock = SPINLOCK_INIT;
 static struct vm_slice *vm_all;
 size_t vm_bytes SK_INTERNAL;       /* handed out (vm.h) */
 static size_t vm_arena;            /* reserved by the arena */
-static struct vm_region *vm_regions[VM_MAX_REGIONS];
+struct vm_region *vm_regions[VM_MAX_REGIONS] SK_BIG_BSS;
 static uint32_t vm_nr_regions;
 static uint32_t vm_arena_slices;
 static struct vm_slice *vm_spare;  /* released headers, linked by next */

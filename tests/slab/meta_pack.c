@@ -8,13 +8,19 @@
  *    are never touched: the pages that hold only those of kmalloc-20480 to
  *    kmalloc-32768 are not resident (mincore), in the per-CPU area and in
  *    the barns' area;
- *  - using one of those classes touches its own.
+ *  - using one of those classes touches its own;
+ *  - slabkit's big zero arrays (SK_BIG_BSS: common symbols) lie after the
+ *    small variables it writes at start-up, so those share a few pages
+ *    instead of sitting one to a page between the arrays, and the 1 MiB
+ *    empty per-CPU set stays untouched.
  */
 #define _GNU_SOURCE
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "page/page.h"
 #include "slab/slab.h"
+#include "vm/vm.h"
 #include "tap.h"
 
 static struct slab_cache *by_name(const char *name)
@@ -129,5 +135,21 @@ int main(void)
                                         SK_ALIGN_UP((uintptr_t)c->arrays + cpu_arrays_bytes(), SK_PAGE_SIZE),
                                         &apages);
     ok(ares >= 1, "a malloc(24000) and free touch kmalloc-24576's arrays (%ld of %ld pages resident)", ares, apages);
+
+    /* The big arrays after the small variables. */
+    uintptr_t bigs[] = { (uintptr_t)cpu_empty_mem, (uintptr_t)vm_map_root, (uintptr_t)&vm_map_empty_leaf };
+    uintptr_t smalls[] = { (uintptr_t)page_zones, (uintptr_t)kmalloc_caches };
+    uintptr_t lowest = UINTPTR_MAX;
+    for (unsigned i = 0; i < sizeof bigs / sizeof bigs[0]; i++)
+        if (bigs[i] < lowest)
+            lowest = bigs[i];
+    bool below = true;
+    for (unsigned i = 0; i < sizeof smalls / sizeof smalls[0]; i++)
+        below &= smalls[i] < lowest;
+    ok(below, "page_zones and kmalloc_caches lie below the big zero arrays (SK_BIG_BSS)");
+    long epages, eres = resident_inside((uintptr_t)cpu_empty_mem,
+                                        (uintptr_t)cpu_empty_mem + (size_t)(CPU_MAX_IDS + 1) * CPU_ARRAY_STRIDE,
+                                        &epages);
+    ok(eres == 0, "the empty per-CPU set is not resident (%ld of %ld whole pages)", eres, epages);
     return done_testing();
 }
