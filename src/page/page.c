@@ -293,6 +293,25 @@ static int zone_new_partial(struct zone *z, unsigned order)
 }
 
 /*
+ * Exact (large kmalloc) blocks come from a zone of their own: slab pages
+ * scattered among them would keep their free neighbours from merging, and
+ * a request for tens of pages would then fault fresh memory while freed
+ * memory sits resident in pieces (the kernel keeps movable pages apart in
+ * ZONE_MOVABLE for the same reason).  It is node slot 1, so page_free finds
+ * it through pg->node like any other zone.
+ */
+#define ZONE_LARGE 1
+static struct zone *zone_large(void)
+{
+    return &page_zones[ZONE_LARGE];
+}
+
+static struct zone *zone_here(void)
+{
+    return &page_zones[0];   /* one node here; the structures allow more */
+}
+
+/*
  * A new base-page arena slice joins the zone a step at a time, from 256 KiB
  * doubling, as a partial slice is mapped: the buddy split of a whole slice
  * for the first small request wrote a free block's head every power of
@@ -302,7 +321,9 @@ static int zone_new_partial(struct zone *z, unsigned order)
  * touched where its pages are used (tests/page/frontier).  The pages past frontier_next have
  * zero descriptors, so nothing merges with them or grows into them, as
  * past a partial slice's mapped prefix.  Huge-page slices join whole: the
- * first touch faults in 2 MiB anyway.  0, or -1 when the block does not
+ * first touch faults in 2 MiB anyway; so do the large blocks' zone's: a
+ * block at the frontier could not grow in place (realloc), and a program
+ * with large blocks has them in its RSS anyway.  0, or -1 when the block does not
  * fit in what is left (which then joins, and the frontier closes).
  * grow_lock held.
  */
@@ -364,7 +385,7 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
         s->zone = z;
         s->node = (uint16_t)z->node;
         size_t need = (size_t)1 << order, end = SLICE_PAGES;
-        if (kind == VM_SLICE_BASE && need < SLICE_PAGES)
+        if (kind == VM_SLICE_BASE && need < SLICE_PAGES && z == zone_here())
             end = need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
         lock_acquire(&z->lock);
         zone_add_range(z, s, 0, end, true);
@@ -536,24 +557,6 @@ static void zone_maybe_reclaim(struct zone *z, uint64_t now)
 
 /* ---- block allocation (zone) ---- */
 
-/*
- * Exact (large kmalloc) blocks come from a zone of their own: slab pages
- * scattered among them would keep their free neighbours from merging, and
- * a request for tens of pages would then fault fresh memory while freed
- * memory sits resident in pieces (the kernel keeps movable pages apart in
- * ZONE_MOVABLE for the same reason).  It is node slot 1, so page_free finds
- * it through pg->node like any other zone.
- */
-#define ZONE_LARGE 1
-static struct zone *zone_large(void)
-{
-    return &page_zones[ZONE_LARGE];
-}
-
-static struct zone *zone_here(void)
-{
-    return &page_zones[0];   /* one node here; the structures allow more */
-}
 
 /*
  * Free pages parked on per-CPU lists serve only their own order on their
@@ -826,16 +829,22 @@ static int page_init_locked(void)
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
-        /* Lists mapped by an earlier, failed, attempt are kept. */
-        if (!pcp_enabled || page_pcp.lists[o] != cpu_empty_arrays)
-            continue;
+    }
+    /* Every order's lists in one mapping, each CPU's list given its
+     * capacity when that CPU first uses it (cpu_array_ready, in the refill
+     * and the overflow paths): a page for each order, all written at init,
+     * made four resident pages on two CPUs; now a CPU's lists are written
+     * only where it uses them.  Lists mapped by an earlier, failed,
+     * attempt are kept. */
+    if (pcp_enabled && page_pcp.lists[0] == cpu_empty_arrays) {
         size_t bytes = cpu_arrays_bytes();
-        void *mem = os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
+        char *mem = os_map(SK_ALIGN_UP(bytes * (PCP_MAX_ORDER + 1), SK_PAGE_SIZE), SK_PAGE_SIZE);
         if (!mem) {
             errno = ENOMEM;
             return -1;    /* the lists still empty stay always-empty */
         }
-        page_pcp.lists[o] = cpu_arrays_init(mem, high[o]);
+        for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+            page_pcp.lists[o] = cpu_arrays_init(mem + o * bytes, 0);
     }
     purge_init();
     __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);
@@ -889,6 +898,7 @@ struct sk_page *page_alloc(unsigned order)
                 batch[1 + i] = batch[n - i];
                 batch[n - i] = t;
             }
+            cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]);
             unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch + 1, n);
             if (pushed < n)
                 zone_free_bulk(zone_here(), batch + 1 + pushed, n - pushed, order);
@@ -906,6 +916,9 @@ void page_free(struct sk_page *pg, unsigned order)
         pg_set_flags(pg, PG_PCP);
         pg->order = (uint8_t)order;
         if (likely(cpu_push(page_pcp.lists[order], pg) > 0))
+            return;
+        /* This CPU's first free of this order: its list gets its capacity. */
+        if (cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]) && cpu_push(page_pcp.lists[order], pg) > 0)
             return;
         /* Full: drain a batch to the zone, with this block. */
         struct sk_page *batch[PCP_BATCH_MAX + 1];
