@@ -194,6 +194,7 @@ struct sk_options {
     long dirty_max_mb;       /* free resident memory above this is returned at once */
     long array_size;         /* per-CPU array capacity override (0: by size) */
     long background;         /* the purger thread returns idle memory (src/page/purge.c) */
+    long zone_borrow;        /* large blocks take the slab zone's resident free pages first */
     long verbose;            /* print start-up facts */
     long page_microopt;      /* seed 001's series on; 0: what it removed (src/shmem) */
     long shmem_limit_mb;     /* resident sk_file pages above this swap out (0: no limit) */

@@ -726,13 +726,77 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
     return NULL;
 }
 
+/* With z->lock held: a block of `order` off z's lists, or NULL; with
+ * exact, only its first `exact` pages, the tail going back at once (a
+ * block that came clean leaves a clean tail: freeing it as dirty would
+ * have it purged for nothing).  An exact block comes from a run of
+ * resident blocks (zone_take_run, aligned to 2^align_order) where no
+ * resident block of `order` is free.  resident_only: NULL rather than
+ * clean memory. */
+static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t exact, unsigned align_order,
+                                       bool resident_only, uint64_t now, bool *clean, bool *dirtied)
+{
+    struct sk_page *pg = NULL;
+    bool has_dirty = zone_has_dirty(z, order);
+    if (exact && order >= EXACT_RUN_MIN_ORDER && !has_dirty)
+        pg = zone_take_run(z, order, exact, align_order, now, dirtied);   /* partly resident */
+    if (pg || (resident_only && !has_dirty))
+        return pg;
+    pg = zone_take(z, order, clean);
+    if (pg && exact && exact < ((size_t)1 << order)) {
+        size_t idx = page_index(pg);
+        zone_free_range(z, page_first(pg), idx + exact, idx + ((size_t)1 << order), *clean, now);
+        *dirtied = !*clean;
+    }
+    return pg;
+}
+
+/* A block taken from z (locked): counted, z unlocked, its head set up. */
+static struct sk_page *zone_took(struct zone *z, struct sk_page *pg, unsigned order, size_t exact, uint64_t now,
+                                 bool clean, bool dirtied)
+{
+    if (exact)
+        zone_count_exact(z, 1, (long)exact);
+    zone_maybe_reclaim(z, now);
+    zone_unlock(z, now, dirtied);
+    pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
+    pg->order = (uint8_t)order;
+    pg->node = (uint8_t)z->node;
+    return pg;
+}
+
+/*
+ * A large block that its zone could serve only from memory not resident
+ * borrows the slab zone's resident free memory first.  A program whose
+ * small objects grow into large ones (buffers grown by realloc, growing
+ * arrays) frees slab pages just as it wants large blocks: kept apart, the
+ * slab zone sat on the pages its idle caches gave back while the large
+ * zone faulted in as much again.  The block keeps the slab zone as its
+ * node: it goes back there, grows in place there, merges there.  Only this
+ * way round: slab pages travel through the per-CPU lists, which give back
+ * to the slab zone, and slab pages among the large blocks would keep them
+ * from merging (the reason they have a zone of their own).
+ */
+static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_order)
+{
+    struct zone *z = zone_here();
+    bool clean = false, dirtied = false;
+    lock_acquire(&z->lock);
+    uint64_t now = os_now_ms_coarse();
+    struct sk_page *pg = zone_take_block(z, order, exact, align_order, true, now, &clean, &dirtied);
+    if (!pg) {
+        lock_release(&z->lock);
+        return NULL;
+    }
+    return zone_took(z, pg, order, exact, now, clean, dirtied);
+}
+
 /* A block of `order`; with exact (large blocks: 0 < exact <= 2^order) only
  * its first `exact` pages, the tail going back in the same lock hold, and
- * the block counted in the zone's exact totals.  An exact block comes from
- * a run of resident blocks (zone_take_run, aligned to 2^align_order) where
- * no resident block of `order` is free. */
+ * the block counted in the zone's exact totals. */
 static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order)
 {
+    bool borrow = exact && z != zone_here() && sk_opt.zone_borrow;
     for (bool first = true;; first = false) {
         lock_acquire(&z->lock);
         if (zone_drain_before_fresh(z, order, first))
@@ -740,26 +804,18 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, 
         unsigned long gen = z->grow_gen;
         uint64_t now = os_now_ms_coarse();
         bool clean = false, dirtied = false;
-        struct sk_page *pg = NULL;
-        if (exact && order >= EXACT_RUN_MIN_ORDER && !zone_has_dirty(z, order))
-            pg = zone_take_run(z, order, exact, align_order, now, &dirtied);   /* partly resident */
-        if (!pg && (pg = zone_take(z, order, &clean)) && exact && exact < ((size_t)1 << order)) {
-            /* The tail goes back; if the block came clean it is still
-             * clean: freeing it as dirty would have it purged for nothing. */
-            size_t idx = page_index(pg);
-            zone_free_range(z, page_first(pg), idx + exact, idx + ((size_t)1 << order), clean, now);
-            dirtied = !clean;
+        struct sk_page *pg = zone_take_block(z, order, exact, align_order, borrow, now, &clean, &dirtied);
+        if (!pg && borrow) {
+            /* Nothing resident here: the slab zone's, then our clean
+             * memory (the lock was dropped: look again). */
+            lock_release(&z->lock);
+            if ((pg = zone_borrow(order, exact, align_order)))
+                return pg;
+            borrow = false;
+            continue;
         }
-        if (pg) {
-            if (exact)
-                zone_count_exact(z, 1, (long)exact);
-            zone_maybe_reclaim(z, now);
-            zone_unlock(z, now, dirtied);
-            pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
-            pg->order = (uint8_t)order;
-            pg->node = (uint8_t)z->node;
-            return pg;
-        }
+        if (pg)
+            return zone_took(z, pg, order, exact, now, clean, dirtied);
         lock_release(&z->lock);
         if (zone_grow(z, order, gen) != 0) {
             errno = ENOMEM;

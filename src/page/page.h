@@ -242,12 +242,15 @@ struct page_stats {
     unsigned long pcp_fresh_drains;
 };
 void page_stats(struct page_stats *st);
-/* Blocks the slab zone has taken that were not resident (fresh or purged
+/* Blocks the zones have taken that were not resident (fresh or purged
  * memory): a hint, read unlocked, that the slab layer polls to give back
- * what idle caches keep before the heap grows further (slab_reap_poll). */
+ * what idle caches keep before the heap grows further (slab_reap_poll).
+ * The large blocks' zone counts too: what idle caches give back, it can
+ * borrow (page.c, zone_borrow). */
 static inline unsigned long page_clean_takes(void)
 {
-    return __atomic_load_n(&page_zones[0].clean_takes, __ATOMIC_RELAXED);
+    return __atomic_load_n(&page_zones[0].clean_takes, __ATOMIC_RELAXED) +
+           __atomic_load_n(&page_zones[1].clean_takes, __ATOMIC_RELAXED);
 }
 /* Walk every free block (tests): fn(address, order, clean). */
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg);
