@@ -123,7 +123,11 @@ static void test_mallinfo2(void)
         p[i] = malloc(64);
     struct mallinfo2 b = mallinfo2();
     long grew = (long)(b.uordblks - a.uordblks);
-    ok(grew >= N * 64 && grew <= N * 64 + 65536, "4096 x malloc(64) raise uordblks by their 256 KiB (%ld)", grew);
+    /* Give or take the slack of slabs the idle-cache reaper may give back
+     * meanwhile (kmalloc-96 fills 4032 bytes of its 4096: the other 64 go
+     * from uordblks to fordblks with the slab). */
+    ok(grew >= N * 64 - 16384 && grew <= N * 64 + 65536, "4096 x malloc(64) raise uordblks by their 256 KiB (%ld)",
+       grew);
     ok(b.arena == b.uordblks + b.fordblks, "and arena = uordblks + fordblks still");
     for (int i = 0; i < N; i++)
         free(p[i]);
