@@ -102,9 +102,11 @@ $(B)/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
+# --sort-section=name: the big zero arrays' .bss.sk_big after every
+# object's .bss, so the small variables share a few pages (SK_BIG_BSS).
 $(B)/libslabkit.so.$(VERSION): $(LIB_OBJ) tools/libslabkit.map
 	$(CC) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libslabkit.map \
-	    -Wl,-z,now $(LDFLAGS) -o $@ $(LIB_OBJ)
+	    -Wl,-z,now -Wl,--sort-section=name $(LDFLAGS) -o $@ $(LIB_OBJ)
 
 $(B)/$(SONAME): $(B)/libslabkit.so.$(VERSION)
 	ln -sf libslabkit.so.$(VERSION) $@
@@ -132,7 +134,7 @@ $(B)/tests/malloc/kfence: TEST_LDFLAGS := -rdynamic
 $(B)/tests/malloc/slub_debug: TEST_LDFLAGS := -rdynamic
 $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm $(TEST_LDFLAGS)
+	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)

@@ -73,10 +73,9 @@ const char *const mutex_stat_names[MUTEX_STAT_NR] = {
 };
 
 #define STAT_ROWS 64
-struct mutex_stat_row {
+static struct {
     unsigned long v[MUTEX_STAT_NR];
-} __attribute__((aligned(CACHE_LINE)));
-struct mutex_stat_row mutex_stats[STAT_ROWS] SK_BIG_BSS;
+} __attribute__((aligned(CACHE_LINE))) mutex_stats[STAT_ROWS] SK_BIG_BSS;
 
 void mutex_stat_inc(enum mutex_stat item)
 {
@@ -103,7 +102,7 @@ struct mutex_node {
     uint32_t busy;             /* claimed from the pool */
 } __attribute__((aligned(CACHE_LINE)));
 
-struct mutex_node mutex_node_pool[MUTEX_NODE_POOL] SK_BIG_BSS;
+static struct mutex_node node_pool[MUTEX_NODE_POOL] SK_BIG_BSS;
 /* Set once a node was ever claimed: until then the pool (16 KiB of bss) is
  * untouched, and a fork child need not read it (lock_atfork_child). */
 static bool node_pool_used;
@@ -118,7 +117,7 @@ static struct mutex_node *node_get(void)
     if (unlikely(!LD(&node_pool_used)))
         __atomic_store_n(&node_pool_used, true, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < 8; i++) {
-        struct mutex_node *n = &mutex_node_pool[(start + i) % MUTEX_NODE_POOL];
+        struct mutex_node *n = &node_pool[(start + i) % MUTEX_NODE_POOL];
         if (LD(&n->busy) == 0 && __atomic_exchange_n(&n->busy, 1, __ATOMIC_ACQUIRE) == 0)
             return n;
     }
@@ -135,7 +134,7 @@ void lock_atfork_child(void)
     if (!LD(&node_pool_used))
         return;                          /* never touched: nothing to free */
     for (unsigned i = 0; i < MUTEX_NODE_POOL; i++)
-        SK_CHILD_CLEAR(mutex_node_pool[i].busy);
+        SK_CHILD_CLEAR(node_pool[i].busy);
 }
 
 /* Wait until our successor is known and detach it, or, if we are the tail,

@@ -54,32 +54,32 @@ static void fork_child(void);
 static int exit_fd = -1;
 static dev_t exit_dev;
 static ino_t exit_ino;
-char slabinfo_exit_path[4096] SK_BIG_BSS;   /* slabinfo_file, expanded and absolute */
+static char exit_path[4096] SK_BIG_BSS;   /* slabinfo_file, expanded and absolute */
 
-/* slabinfo_exit_path from the option: %p the pid, %% a %, relative to the
+/* exit_path from the option: %p the pid, %% a %, relative to the
  * directory we start in.  False when it does not fit. */
 static bool exit_path_expand(void)
 {
     const char *pat = sk_opt.slabinfo_file;
-    size_t n = 0, cap = sizeof slabinfo_exit_path;
+    size_t n = 0, cap = sizeof exit_path;
     if (pat[0] != '/') {
-        if (!getcwd(slabinfo_exit_path, cap - 2))
+        if (!getcwd(exit_path, cap - 2))
             return false;
-        n = strlen(slabinfo_exit_path);
-        slabinfo_exit_path[n++] = '/';
+        n = strlen(exit_path);
+        exit_path[n++] = '/';
     }
     for (const char *p = pat; *p && n + 24 < cap; p++) {
         if (p[0] == '%' && p[1] == 'p') {
-            n += (size_t)snprintf(slabinfo_exit_path + n, cap - n, "%d", (int)getpid());
+            n += (size_t)snprintf(exit_path + n, cap - n, "%d", (int)getpid());
             p++;
         } else if (p[0] == '%' && p[1] == '%') {
-            slabinfo_exit_path[n++] = '%';
+            exit_path[n++] = '%';
             p++;
         } else {
-            slabinfo_exit_path[n++] = *p;
+            exit_path[n++] = *p;
         }
     }
-    slabinfo_exit_path[n] = 0;
+    exit_path[n] = 0;
     return n + 24 < cap;
 }
 
@@ -107,12 +107,12 @@ static void exit_file_open(void)
 {
     if (!exit_path_expand()) {
         os_warn("slabinfo_file=%s: path too long: no exit report", sk_opt.slabinfo_file);
-        slabinfo_exit_path[0] = 0;
+        exit_path[0] = 0;
         return;
     }
-    int fd = open(slabinfo_exit_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(exit_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        os_warn("slabinfo_file: cannot create %s (errno %d): no exit report", slabinfo_exit_path, errno);
+        os_warn("slabinfo_file: cannot create %s (errno %d): no exit report", exit_path, errno);
     exit_output_keep(fd);
 }
 
@@ -137,17 +137,17 @@ static int exit_output_fd(void)
     struct stat st;
     if (exit_fd >= 0 && fstat(exit_fd, &st) == 0 && st.st_dev == exit_dev && st.st_ino == exit_ino)
         return exit_fd;
-    if (!slabinfo_exit_path[0])
+    if (!exit_path[0])
         return -1;
     exit_fd = -1;
-    exit_output_keep(open(slabinfo_exit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+    exit_output_keep(open(exit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
     return exit_fd;
 }
 
 /* A forked child whose report file names the pid gets its own. */
 static void exit_output_atfork_child(void)
 {
-    if (slabinfo_exit_path[0] && strstr(sk_opt.slabinfo_file, "%p")) {
+    if (exit_path[0] && strstr(sk_opt.slabinfo_file, "%p")) {
         if (exit_fd >= 0)
             close(exit_fd);
         exit_fd = -1;

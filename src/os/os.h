@@ -33,13 +33,13 @@
 #define SK_CHILD_CLEAR(x) do { if (x) (x) = 0; } while (0)
 #define SK_COLD     __attribute__((cold, noinline))
 /* A large zero array that a process touches little or not at all (tables
- * sized for the most CPUs, pools, report buffers).  As a common symbol it
- * is laid out after every object's .bss, so the small variables slabkit
- * writes at start-up share a few pages instead of one page each between
- * the arrays (9 resident pages of .bss became 5; tests/slab/meta_pack checks the layout).
- * The symbol must be global (hidden like every slabkit symbol) and have no
- * initialiser. */
-#define SK_BIG_BSS  __attribute__((common))
+ * sized for the most CPUs, pools, report buffers).  In a section of its
+ * own, which the library's link (-Wl,--sort-section=name) lays out after
+ * every object's .bss: the small variables slabkit writes at start-up
+ * share a few pages instead of one page each between the arrays (9
+ * resident pages of .bss became 5; tests/slab/meta_pack checks the
+ * layout).  Only a placement: the arrays stay static where they were. */
+#define SK_BIG_BSS  __attribute__((section(".bss.sk_big")))
 #define CACHE_LINE  64
 #define SK_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
 #define SK_ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))

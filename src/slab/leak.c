@@ -790,9 +790,6 @@ static void leak_unmap(struct leak_scan *ls)
         munmap(ls->maps, ls->maps_bytes);
 }
 
-/* The report being built (large: kept off the scanned stack). */
-struct leak_report leak_report_buf SK_BIG_BSS;
-
 static int leak_busy;
 
 /*
@@ -829,38 +826,38 @@ SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, ui
     leak_drain(&ls);
     uint64_t t1 = os_now_ns();
 
-    struct leak_report *rep = &leak_report_buf;
-    memset(rep, 0, sizeof *rep);
-    rep->fd = fd;
-    rep->pid = getpid();
-    rep->jiffies = os_now_ns() / 1000000;
-    leak_comm(rep->comm, sizeof rep->comm);
-    leak_sweep(&ls, rep);
+    static struct leak_report r SK_BIG_BSS;     /* large: not on the scanned stack */
+    memset(&r, 0, sizeof r);
+    r.fd = fd;
+    r.pid = getpid();
+    r.jiffies = os_now_ns() / 1000000;
+    leak_comm(r.comm, sizeof r.comm);
+    leak_sweep(&ls, &r);
     if (fd >= 0) {
         size_t meta = ls.slices_bytes + ls.bits_bytes + ls.work_cap * sizeof *ls.work + ls.maps_bytes;
         os_printf(fd,
                   "slabkit: leak_check: %zu unreferenced objects (%zu bytes) of %zu allocated (%zu bytes); "
                   "scanned %zu KiB of roots, %zu KiB of heap, %zu other threads' stacks (%zu not scanned) "
                   "in %.1f ms, %zu KiB of scan memory\n",
-                  rep->leaks, rep->leak_bytes, rep->objects, rep->object_bytes, ls.root_bytes >> 10,
-                  ls.heap_bytes >> 10, ls.threads_seen, ls.threads_missed, (double)(t1 - t0) / 1e6, meta >> 10);
+                  r.leaks, r.leak_bytes, r.objects, r.object_bytes, ls.root_bytes >> 10, ls.heap_bytes >> 10,
+                  ls.threads_seen, ls.threads_missed, (double)(t1 - t0) / 1e6, meta >> 10);
         if (ls.overflow)
             os_printf(fd, "slabkit: leak_check: the work list could not grow: some objects were not scanned, "
                           "and what only they reference is reported\n");
-        for (size_t i = 0; i < rep->nr_groups; i++) {
+        for (size_t i = 0; i < r.nr_groups; i++) {
             char site[320] = "";
-            if (rep->groups[i].site) {
+            if (r.groups[i].site) {
                 site[0] = ' ';
-                report_format_site(site + 1, sizeof site - 1, rep->groups[i].site);
+                report_format_site(site + 1, sizeof site - 1, r.groups[i].site);
             }
             os_printf(fd, "  %-20s %8zu objects %12zu bytes%s\n",
-                      rep->groups[i].cache ? rep->groups[i].cache->name : "large blocks", rep->groups[i].count,
-                      rep->groups[i].bytes, site);
+                      r.groups[i].cache ? r.groups[i].cache->name : "large blocks", r.groups[i].count,
+                      r.groups[i].bytes, site);
         }
-        if (rep->other.count)
-            os_printf(fd, "  %-20s %8zu objects %12zu bytes\n", "other caches", rep->other.count, rep->other.bytes);
+        if (r.other.count)
+            os_printf(fd, "  %-20s %8zu objects %12zu bytes\n", "other caches", r.other.count, r.other.bytes);
     }
-    ret = (long)rep->leaks;
+    ret = (long)r.leaks;
 out:
     leak_unmap(&ls);
     __atomic_store_n(&leak_busy, 0, __ATOMIC_RELEASE);

@@ -82,7 +82,7 @@ static spinlock_t vm_lock = SPINLOCK_INIT;
 static struct vm_slice *vm_all;
 size_t vm_bytes SK_INTERNAL;       /* handed out (vm.h) */
 static size_t vm_arena;            /* reserved by the arena */
-struct vm_region *vm_regions[VM_MAX_REGIONS] SK_BIG_BSS;
+static struct vm_region *vm_regions[VM_MAX_REGIONS] SK_BIG_BSS;
 static uint32_t vm_nr_regions;
 static uint32_t vm_arena_slices;
 static struct vm_slice *vm_spare;  /* released headers, linked by next */
