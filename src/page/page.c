@@ -4,15 +4,20 @@
  *
  * Zones: page_zones[0] holds slab pages and sk_alloc_pages blocks (with
  * the per-CPU lists in front); page_zones[1] holds large kmalloc blocks
- * (exact page counts, resized in place).  Each block records its zone in
- * pg->node, so every free goes back where it came from.
+ * (exact page counts, resized in place), but for those it could serve
+ * only with memory not resident, which borrow zone 0's (zone_borrow).
+ * Each block records its zone in pg->node, so every free goes back where
+ * it came from.
  *
  * Growth: a zone gets memory from the arena a slice at a time, or, when
  * the arena cannot grow (an address-space limit, a full address space),
  * as a partial slice that grows in place (doubling, from 256 KiB) while
- * the address space above it is free.  After a failed allocation,
- * page_release_free gives wholly free slices back to the OS, so that what
- * one zone freed can serve the other under a tight limit.
+ * the address space above it is free.  Zone 0's base-page arena slices
+ * join it the same way, 256 KiB doubling (the frontier slice,
+ * zone_grow_frontier).  After a failed allocation, page_release_free
+ * gives wholly free slices back to the OS (a whole block of the largest
+ * order, a partial slice's mapped prefix, the frontier's joined part), so
+ * that what one zone freed can serve the other under a tight limit.
  *
  * Lock order:
  *   1. zone->grow_lock (an sk_mutex: one thread maps memory for a zone at
@@ -43,7 +48,8 @@
  *    instead of being purged later as if it were resident.
  *  - A partial slice's blocks lie in its mapped prefix: its descriptors
  *    past `mapped` stay zero, so no buddy there ever merges.  Every
- *    partial slice of the zone is on z->partials.
+ *    partial slice of the zone is on z->partials.  Likewise the frontier
+ *    slice's blocks lie below frontier_next, its descriptors past it zero.
  * Blocks on per-CPU lists are outside the zone (PG_PCP): they never merge
  * until drained back, and they count in no zone total.  They are drained
  * back before a request would take never-used memory while they hold
@@ -298,7 +304,9 @@ static int zone_new_partial(struct zone *z, unsigned order)
  * a request for tens of pages would then fault fresh memory while freed
  * memory sits resident in pieces (the kernel keeps movable pages apart in
  * ZONE_MOVABLE for the same reason).  It is node slot 1, so page_free finds
- * it through pg->node like any other zone.
+ * it through pg->node like any other zone.  A large block that only clean
+ * memory of its zone could serve borrows resident memory of zone 0
+ * instead (zone_borrow), and lives there.
  */
 #define ZONE_LARGE 1
 static struct zone *zone_large(void)
@@ -327,24 +335,44 @@ static struct zone *zone_here(void)
  * fit in what is left (which then joins, and the frontier closes).
  * grow_lock held.
  */
-static int zone_grow_frontier(struct zone *z, unsigned order)
+/* The frontier slice's pages up to `end` join the zone (grow_lock held). */
+static void zone_frontier_join(struct zone *z, size_t end)
 {
     struct vm_slice *s = z->frontier;
+    if (end > SLICE_PAGES)
+        end = SLICE_PAGES;
+    lock_acquire(&z->lock);
+    zone_add_range(z, s, z->frontier_next, end, true);
+    z->frontier_next = end;
+    lock_release(&z->lock);
+    if (end == SLICE_PAGES)
+        __atomic_store_n(&z->frontier, NULL, __ATOMIC_RELAXED);
+}
+
+static int zone_grow_frontier(struct zone *z, unsigned order)
+{
     size_t need = (size_t)1 << order, m = z->frontier_next;
     size_t start = SK_ALIGN_UP(m, need), end = 2 * m;
     if (start + need > SLICE_PAGES)
         end = SLICE_PAGES;        /* no room: the rest joins, the frontier closes */
     else if (end < start + need)
         end = start + need;
-    if (end > SLICE_PAGES)
-        end = SLICE_PAGES;
-    lock_acquire(&z->lock);
-    zone_add_range(z, s, m, end, true);
-    z->frontier_next = end;
-    lock_release(&z->lock);
-    if (end == SLICE_PAGES)
-        __atomic_store_n(&z->frontier, NULL, __ATOMIC_RELAXED);
+    zone_frontier_join(z, end);
     return start + need <= end ? 0 : -1;
+}
+
+/* A block of slice s that grows in place to page `end` (page_resize_exact:
+ * a large block borrowed from this zone) needs the pages up to there
+ * joined: at least twice the joined part, as any growth.  Called without
+ * the zone lock. */
+static void zone_frontier_reach(struct zone *z, const struct vm_slice *s, size_t end)
+{
+    if (__atomic_load_n(&z->frontier, __ATOMIC_RELAXED) != s)
+        return;
+    lock_acquire(&z->grow_lock);
+    if (z->frontier == s && z->frontier_next < end)
+        zone_frontier_join(z, end > 2 * z->frontier_next ? end : 2 * z->frontier_next);
+    lock_release(&z->grow_lock);
 }
 
 /*
@@ -1082,6 +1110,7 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         }
         return true;
     }
+    zone_frontier_reach(z, page_slice(pg), end);
     lock_acquire(&z->lock);
     if (!zone_free_until(first, idx + nr, end)) {
         lock_release(&z->lock);
@@ -1254,12 +1283,20 @@ static bool partial_all_free(const struct vm_slice *s)
     return true;
 }
 
-/* Take every free block of slice s off the zone's lists (all its mapped
- * pages are free), and the slice off the partial list; zone->lock held. */
+/* The pages of slice s that are zone z's: a partial slice's mapped
+ * prefix, the frontier slice's joined part, or all of it. */
+static size_t zone_slice_joined(const struct zone *z, const struct vm_slice *s)
+{
+    return s == z->frontier ? z->frontier_next : s->mapped >> SK_PAGE_SHIFT;
+}
+
+/* Take every free block of slice s off the zone's lists (all its joined
+ * pages are free), and the slice off the partial list or the frontier;
+ * grow_lock and zone->lock held. */
 static void zone_take_slice(struct zone *z, struct vm_slice *s)
 {
     struct sk_page *first = (struct sk_page *)s->pages;
-    size_t end = s->mapped >> SK_PAGE_SHIFT;
+    size_t end = zone_slice_joined(z, s);
     for (size_t idx = 0; idx < end;) {
         unsigned o = first[idx].order;
         zone_remove(z, first + idx);
@@ -1274,6 +1311,8 @@ static void zone_take_slice(struct zone *z, struct vm_slice *s)
             }
     if (z->partial == s)
         z->partial = NULL;
+    if (z->frontier == s)
+        __atomic_store_n(&z->frontier, NULL, __ATOMIC_RELAXED);
 }
 
 /* Wholly free slices of zone z, off its lists and chained through
@@ -1300,6 +1339,14 @@ static struct vm_slice *zone_free_slices(struct zone *z, bool arena)
         zone_take_slice(z, s);
         s->zone_next = out;
         out = s;
+    }
+    /* An open frontier slice never holds a block of the largest order:
+     * wholly free when its joined pages are. */
+    struct vm_slice *f = z->frontier;
+    if (arena && f && zone_free_until((struct sk_page *)f->pages, 0, z->frontier_next)) {
+        zone_take_slice(z, f);
+        f->zone_next = out;
+        out = f;
     }
     return out;
 }
@@ -1439,8 +1486,15 @@ void page_atfork_child(void)
         }
         /* A growth caught mid-way: the part of the partial slice it mapped
          * but had not handed to the zone is leaked; the slice is closed. */
-        if (__atomic_load_n(&z->grow_lock.state, __ATOMIC_RELAXED) != 0)
+        if (__atomic_load_n(&z->grow_lock.state, __ATOMIC_RELAXED) != 0) {
             z->partial = NULL;
+            /* And the frontier: a range caught joining is partly on the
+             * rebuilt lists while frontier_next still points before it,
+             * so joining from there again would free its blocks twice.
+             * The rest of that slice is leaked (address space only), as
+             * is the rest of a new slice whose frontier was not yet set. */
+            z->frontier = NULL;
+        }
         lock_reset_child(&z->grow_lock);
     }
     purge_atfork_child();

@@ -129,7 +129,9 @@ struct zone {
     struct page_list clean[SK_MAX_ORDER + 1];  /* purged / fresh free blocks */
     unsigned long free_pages;          /* in free lists (not pcp) */
     unsigned long dirty_pages;         /* of which resident */
-    unsigned long managed_pages;       /* in all slices of the zone */
+    unsigned long managed_pages;       /* joined to the zone: whole slices,
+                                        * partial slices' mapped prefixes,
+                                        * the frontier's part */
     unsigned long purged_pages;        /* total returned to the OS */
     unsigned long purging;             /* blocks off the lists being purged (PG_PURGING) */
     uint64_t last_decay;               /* ms */
