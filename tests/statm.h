@@ -1,12 +1,14 @@
 /*
  * statm.h — the process's own address space and resident set, from
- * /proc/self/statm, in bytes (-1 if it cannot be read).  Read with
+ * /proc/self/statm, in bytes (-1 if it cannot be read); and how many pages
+ * of a range are resident (mincore).  Read with
  * open/read and parsed by hand: no stdio, so asking allocates nothing
  * (tests that count memory must not disturb it).
  */
 #ifndef SK_TEST_STATM_H
 #define SK_TEST_STATM_H
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define STATM_SIZE 0        /* address space */
@@ -44,4 +46,22 @@ static inline long statm_bytes(int field)
     }
     return v * sysconf(_SC_PAGESIZE);
 }
+/* How many of the `pages` pages from p (page-aligned) are resident
+ * (mincore), or -1. */
+static inline long resident_pages(const void *p, size_t pages)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vec[256];
+    long r = 0;
+    for (size_t done = 0; done < pages;) {
+        size_t n = pages - done < sizeof vec ? pages - done : sizeof vec;
+        if (mincore((char *)p + done * page, n * page, vec) != 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            r += vec[i] & 1;
+        done += n;
+    }
+    return r;
+}
+
 #endif

@@ -19,22 +19,11 @@
 #include <sys/mman.h>
 
 #include "accounting.h"
+#include "statm.h"
 
 #define NSMALL 64   /* order-2 blocks: 1 MiB of the slab zone */
 
 static char *small[NSMALL];
-
-/* Resident pages among [p, p + n pages). */
-static long resident(const void *p, size_t n)
-{
-    unsigned char vec[64];
-    if (n > sizeof vec || mincore((void *)p, n * SK_PAGE_SIZE, vec) != 0)
-        return -1;
-    long r = 0;
-    for (size_t i = 0; i < n; i++)
-        r += vec[i] & 1;
-    return r;
-}
 
 /* Whether [p, p + pages) lies within the range the freed blocks cover (a
  * run may span several of them). */
@@ -77,7 +66,7 @@ int main(void)
     char *ap = page_address(a);
     is(a->node, z0->node, "it comes from the slab zone (node %u)", a->node);
     is(z1->managed_pages, 0, "the large zone took no memory");
-    is(resident(ap, 9), 9, "every page of it is resident (no fault)");
+    is(resident_pages(ap, 9), 9, "every page of it is resident (no fault)");
     ok(among_small(ap, 9), "it lies among the freed slab-zone pages");
     is(page_clean_takes(), takes0, "no clean memory taken");
     memset(ap, 0x5a, 9 * SK_PAGE_SIZE);

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 
 #include "accounting.h"
+#include "statm.h"
 
 #define NBLK 8
 
@@ -32,18 +33,6 @@ static int cmp_ptr(const void *a, const void *b)
     uintptr_t x = (uintptr_t)page_address(*(struct sk_page *const *)a);
     uintptr_t y = (uintptr_t)page_address(*(struct sk_page *const *)b);
     return x < y ? -1 : x > y;
-}
-
-/* Pages of [p, p + pages) that are resident. */
-static size_t resident(const void *p, size_t pages)
-{
-    unsigned char vec[64];
-    if (pages > sizeof vec || mincore((void *)p, pages * SK_PAGE_SIZE, vec) != 0)
-        BAIL("mincore: %zu pages", pages);
-    size_t n = 0;
-    for (size_t i = 0; i < pages; i++)
-        n += vec[i] & 1;
-    return n;
 }
 
 static unsigned long dirty_pages(void)
@@ -85,14 +74,14 @@ int main(void)
     page_free_exact(blk[x]);
     page_free_exact(blk[x + 1]);
     is(dirty_pages() - dirty0, 32, "the two freed blocks are 32 resident free pages");
-    is(resident(X, 32), 32, "and all 32 are resident");
+    is(resident_pages(X, 32), 32, "and all 32 are resident");
 
     /* ---- 20 pages: from the run ---- */
     struct sk_page *r = page_alloc_exact(20, 0);
     ok(r != NULL, "page_alloc_exact(20)");
     is((uintptr_t)page_address(r), (uintptr_t)X, "20 pages: the run at X, not memory never touched");
     is(r->large.nr_pages, 20, "the block has exactly 20 pages");
-    is(resident(page_address(r), 20), 20, "every page of it was resident already");
+    is(resident_pages(page_address(r), 20), 20, "every page of it was resident already");
     is(dirty_pages() - dirty0, 12, "the 12 pages past it stay free and resident");
     memset(page_address(r), 0x6b, 20 * SK_PAGE_SIZE);
     page_free_exact(r);
@@ -103,7 +92,7 @@ int main(void)
     ok(r != NULL, "page_alloc_exact(20, align 4 pages)");
     ok(page_index(r) % 4 == 0, "aligned to 4 pages");
     is((uintptr_t)page_address(r), (uintptr_t)X, "aligned: the run at X as well");
-    is(resident(page_address(r), 20), 20, "every page of it resident");
+    is(resident_pages(page_address(r), 20), 20, "every page of it resident");
     page_free_exact(r);
 
     /* ---- too long for the run ---- */

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 
 #include "accounting.h"
+#include "statm.h"
 
 #define NPAGES 600
 
@@ -29,14 +30,7 @@ static long header_resident(const struct vm_slice *s)
 {
     uintptr_t lo = SK_ALIGN_DOWN((uintptr_t)s, SK_PAGE_SIZE);
     uintptr_t hi = SK_ALIGN_UP((uintptr_t)s->pages + SLICE_PAGES * sizeof(struct sk_page), SK_PAGE_SIZE);
-    size_t n = (hi - lo) / SK_PAGE_SIZE;
-    unsigned char vec[512];
-    if (n > sizeof vec || mincore((void *)lo, n * SK_PAGE_SIZE, vec) != 0)
-        return -1;
-    long r = 0;
-    for (size_t i = 0; i < n; i++)
-        r += vec[i] & 1;
-    return r;
+    return resident_pages((void *)lo, (hi - lo) / SK_PAGE_SIZE);
 }
 
 int main(void)

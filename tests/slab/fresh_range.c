@@ -35,20 +35,10 @@
 #include "tap.h"
 #include "cache_info.h"
 #include "page/page.h"
+#include "statm.h"
 
 #define BIG 4096
 #define SLAB_BYTES (8 * 4096)
-
-static size_t resident(const void *p, size_t pages)
-{
-    unsigned char vec[16];
-    if (pages > sizeof vec || mincore((void *)p, pages * 4096, vec) != 0)
-        BAIL("mincore");
-    size_t n = 0;
-    for (size_t i = 0; i < pages; i++)
-        n += vec[i] & 1;
-    return n;
-}
 
 static size_t fresh_pages(const char *slab)
 {
@@ -99,7 +89,7 @@ int main(void)
     big0 = sk_cache_alloc(big);
     ok(big0 && ((uintptr_t)big0 & (SLAB_BYTES - 1)) == 0, "the first object starts its slab");
     memset(big0, 0xa5, BIG);
-    is(resident(big0, 8), 1, "one object handed out: 1 page of its 8-page slab resident");
+    is(resident_pages(big0, 8), 1, "one object handed out: 1 page of its 8-page slab resident");
     is(fresh_pages(big0), 7, "the 7 pages above it carry PG_FRESH");
     i = cache_info("fresh_big");
     is(i.active_objs, 1, "statistics: 1 object active (the range counts free)");

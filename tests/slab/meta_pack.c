@@ -21,6 +21,7 @@
 #include "page/page.h"
 #include "slab/slab.h"
 #include "vm/vm.h"
+#include "statm.h"
 #include "tap.h"
 
 static struct slab_cache *by_name(const char *name)
@@ -35,20 +36,8 @@ static struct slab_cache *by_name(const char *name)
 static long resident_inside(uintptr_t lo, uintptr_t hi, long *pages)
 {
     uintptr_t a = SK_ALIGN_UP(lo, SK_PAGE_SIZE), b = SK_ALIGN_DOWN(hi, SK_PAGE_SIZE);
-    *pages = 0;
-    if (b <= a)
-        return 0;
-    size_t n = (b - a) / SK_PAGE_SIZE;
-    unsigned char vec[256];
-    if (n > sizeof vec)
-        n = sizeof vec;
-    if (mincore((void *)a, n * SK_PAGE_SIZE, vec) != 0)
-        return -1;
-    long r = 0;
-    for (size_t i = 0; i < n; i++)
-        r += vec[i] & 1;
-    *pages = (long)n;
-    return r;
+    *pages = b > a ? (long)((b - a) / SK_PAGE_SIZE) : 0;
+    return *pages ? resident_pages((void *)a, (size_t)*pages) : 0;
 }
 
 /* The span of a cache's per-CPU metadata (slab_cpu, arrays; barn: its
