@@ -235,14 +235,38 @@ static void zone_add_range(struct zone *z, struct vm_slice *s, size_t idx, size_
  * needs), and doubles each time it grows. */
 #define PARTIAL_START_PAGES ((size_t)(256 << 10) >> SK_PAGE_SHIFT)
 
+/*
+ * A slice that joins its zone a step at a time (a partial slice's mapped
+ * prefix, the frontier slice's joined part) starts with PARTIAL_START_PAGES
+ * or the request's block, and then at least doubles: a step from m pages
+ * ends at `least` or 2m, within the slice.  A block of `order` needs
+ * least = its aligned place past m, and its size.
+ */
+static size_t step_first(unsigned order)
+{
+    size_t need = (size_t)1 << order;
+    return need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
+}
+
+static size_t step_least(size_t m, unsigned order)
+{
+    size_t need = (size_t)1 << order;
+    return SK_ALIGN_UP(m, need) + need;
+}
+
+static size_t step_end(size_t m, size_t least)
+{
+    size_t end = 2 * m < least ? least : 2 * m;
+    return end > SLICE_PAGES ? SLICE_PAGES : end;
+}
+
 /* Grow the zone's open partial slice in place to hold a block of `order`:
  * 0, or -1 with errno EEXIST (no room above: the slice is closed) or
  * ENOMEM.  grow_lock held. */
 static int zone_grow_partial(struct zone *z, unsigned order)
 {
     struct vm_slice *s = z->partial;
-    size_t need = (size_t)1 << order, m = s->mapped >> SK_PAGE_SHIFT;
-    size_t start = SK_ALIGN_UP(m, need), least = start + need, end = 2 * m;
+    size_t m = s->mapped >> SK_PAGE_SHIFT, least = step_least(m, order);
     if (least > SLICE_PAGES) {
         z->partial = NULL;        /* full enough: the next growth starts another */
         errno = EEXIST;
@@ -251,13 +275,12 @@ static int zone_grow_partial(struct zone *z, unsigned order)
     /* Under an address-space limit, steps of at most 1/64 of it: doubling
      * would take address space the program's own mappings need later
      * (python3's arenas under `ulimit -v`). */
-    size_t limit = os_limit_bytes();
-    if (limit != SIZE_MAX && end > m + ((limit / 64) >> SK_PAGE_SHIFT))
-        end = m + ((limit / 64) >> SK_PAGE_SHIFT);
-    if (end < least)
-        end = least;
-    if (end > SLICE_PAGES)
-        end = SLICE_PAGES;
+    size_t end = step_end(m, least), limit = os_limit_bytes();
+    if (limit != SIZE_MAX) {
+        size_t most = m + ((limit / 64) >> SK_PAGE_SHIFT);
+        if (end > most)
+            end = most > least ? most : least;
+    }
     int r = vm_partial_grow(s, end << SK_PAGE_SHIFT);
     if (r != 0 && errno == ENOMEM && end > least) {
         end = least;              /* refused: exactly what the request needs */
@@ -279,7 +302,7 @@ static int zone_grow_partial(struct zone *z, unsigned order)
 /* A new partial slice holding at least a block of `order`; grow_lock held. */
 static int zone_new_partial(struct zone *z, unsigned order)
 {
-    size_t need = (size_t)1 << order, pages = need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
+    size_t need = (size_t)1 << order, pages = step_first(order);
     struct vm_slice *s = vm_partial_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
     if (!s && pages > need) {
         pages = need;
@@ -320,58 +343,51 @@ static struct zone *zone_here(void)
 }
 
 /*
- * A new base-page arena slice joins the zone a step at a time, from 256 KiB
- * doubling, as a partial slice is mapped: the buddy split of a whole slice
- * for the first small request wrote a free block's head every power of
- * two pages, 0, 1, 2, 4 ... 8192 pages in: nine of the slice header's
- * 257 pages touched for one slab page, in each zone (28 KiB of RSS more
- * than needed, per zone, in every process).  Now a zone's descriptors are
- * touched where its pages are used (tests/page/frontier).  The pages past frontier_next have
- * zero descriptors, so nothing merges with them or grows into them, as
- * past a partial slice's mapped prefix.  Huge-page slices join whole: the
- * first touch faults in 2 MiB anyway; so do the large blocks' zone's: a
- * block at the frontier could not grow in place (realloc), and a program
- * with large blocks has them in its RSS anyway.  0, or -1 when the block does not
- * fit in what is left (which then joins, and the frontier closes).
+ * A new base-page arena slice joins the slab zone a step at a time, as a
+ * partial slice is mapped (step_first, step_end): the buddy split of a
+ * whole slice for the first small request wrote a free block's head every
+ * power of two pages, 0, 1, 2, 4 ... 8192 pages in: nine of the slice
+ * header's 257 pages touched for one slab page (28 KiB of RSS more than
+ * needed in every process).  Now the zone's descriptors are touched where
+ * its pages are used (tests/page/frontier).  The pages past frontier_next
+ * have zero descriptors, so nothing merges with them or grows into them,
+ * as past a partial slice's mapped prefix.  Huge-page slices join whole:
+ * the first touch faults in 2 MiB anyway; so do the large blocks' zone's:
+ * a block at the frontier could not grow in place (realloc), and a program
+ * with large blocks has them in its RSS anyway.  All three below run with
  * grow_lock held.
  */
-/* The frontier slice's pages up to `end` join the zone (grow_lock held). */
+
+/* The frontier slice's pages up to `end` join the zone. */
 static void zone_frontier_join(struct zone *z, size_t end)
 {
-    struct vm_slice *s = z->frontier;
-    if (end > SLICE_PAGES)
-        end = SLICE_PAGES;
     lock_acquire(&z->lock);
-    zone_add_range(z, s, z->frontier_next, end, true);
+    zone_add_range(z, z->frontier, z->frontier_next, end, true);
     z->frontier_next = end;
     lock_release(&z->lock);
     if (end == SLICE_PAGES)
         __atomic_store_n(&z->frontier, NULL, __ATOMIC_RELAXED);
 }
 
+/* Room for a block of `order`: 0, or -1 when it does not fit in what is
+ * left of the slice (which then joins, and the frontier closes). */
 static int zone_grow_frontier(struct zone *z, unsigned order)
 {
-    size_t need = (size_t)1 << order, m = z->frontier_next;
-    size_t start = SK_ALIGN_UP(m, need), end = 2 * m;
-    if (start + need > SLICE_PAGES)
-        end = SLICE_PAGES;        /* no room: the rest joins, the frontier closes */
-    else if (end < start + need)
-        end = start + need;
-    zone_frontier_join(z, end);
-    return start + need <= end ? 0 : -1;
+    size_t m = z->frontier_next, least = step_least(m, order);
+    zone_frontier_join(z, least > SLICE_PAGES ? SLICE_PAGES : step_end(m, least));
+    return least <= SLICE_PAGES ? 0 : -1;
 }
 
 /* A block of slice s that grows in place to page `end` (page_resize_exact:
  * a large block borrowed from this zone) needs the pages up to there
- * joined: at least twice the joined part, as any growth.  Called without
- * the zone lock. */
+ * joined.  Called without any lock: takes grow_lock if s is the frontier. */
 static void zone_frontier_reach(struct zone *z, const struct vm_slice *s, size_t end)
 {
     if (__atomic_load_n(&z->frontier, __ATOMIC_RELAXED) != s)
         return;
     lock_acquire(&z->grow_lock);
     if (z->frontier == s && z->frontier_next < end)
-        zone_frontier_join(z, end > 2 * z->frontier_next ? end : 2 * z->frontier_next);
+        zone_frontier_join(z, step_end(z->frontier_next, end));
     lock_release(&z->grow_lock);
 }
 
@@ -412,9 +428,9 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
     if (s) {
         s->zone = z;
         s->node = (uint16_t)z->node;
-        size_t need = (size_t)1 << order, end = SLICE_PAGES;
-        if (kind == VM_SLICE_BASE && need < SLICE_PAGES && z == zone_here())
-            end = need > PARTIAL_START_PAGES ? need : PARTIAL_START_PAGES;
+        size_t end = SLICE_PAGES;
+        if (kind == VM_SLICE_BASE && z == zone_here())
+            end = step_first(order);
         lock_acquire(&z->lock);
         zone_add_range(z, s, 0, end, true);
         z->frontier_next = end;
@@ -1269,25 +1285,17 @@ size_t page_reclaim(uint64_t age_ms, bool drain)
     return pages << SK_PAGE_SHIFT;
 }
 
-/* Whether every mapped page of partial slice s is in free blocks. */
-static bool partial_all_free(const struct vm_slice *s)
-{
-    const struct sk_page *first = (const struct sk_page *)s->pages;
-    size_t end = s->mapped >> SK_PAGE_SHIFT;
-    for (size_t idx = 0; idx < end;) {
-        const struct sk_page *pg = first + idx;
-        if (!(pg_flags(pg) & PG_BUDDY))
-            return false;
-        idx += (size_t)1 << pg->order;
-    }
-    return true;
-}
-
 /* The pages of slice s that are zone z's: a partial slice's mapped
  * prefix, the frontier slice's joined part, or all of it. */
 static size_t zone_slice_joined(const struct zone *z, const struct vm_slice *s)
 {
     return s == z->frontier ? z->frontier_next : s->mapped >> SK_PAGE_SHIFT;
+}
+
+/* Whether all of slice s's joined pages are in free blocks (zone->lock). */
+static bool zone_slice_free(const struct zone *z, struct vm_slice *s)
+{
+    return zone_free_until((struct sk_page *)s->pages, 0, zone_slice_joined(z, s));
 }
 
 /* Take every free block of slice s off the zone's lists (all its joined
@@ -1334,7 +1342,7 @@ static struct vm_slice *zone_free_slices(struct zone *z, bool arena)
     }
     for (struct vm_slice *s = z->partials, *next; s; s = next) {
         next = s->zone_next;
-        if (!partial_all_free(s))
+        if (!zone_slice_free(z, s))
             continue;
         zone_take_slice(z, s);
         s->zone_next = out;
@@ -1343,7 +1351,7 @@ static struct vm_slice *zone_free_slices(struct zone *z, bool arena)
     /* An open frontier slice never holds a block of the largest order:
      * wholly free when its joined pages are. */
     struct vm_slice *f = z->frontier;
-    if (arena && f && zone_free_until((struct sk_page *)f->pages, 0, z->frontier_next)) {
+    if (arena && f && zone_slice_free(z, f)) {
         zone_take_slice(z, f);
         f->zone_next = out;
         out = f;
