@@ -221,7 +221,7 @@ SK_API int malloc_info(int options, FILE *fp)
  *   M_MMAP_THRESHOLD  blocks of at least this size are direct mappings,
  *                     unmapped when freed (at most 64 MiB, the largest
  *                     buddy block, else 0 returned as glibc does past its
- *                     maximum; below 32 KiB it means "every large block")
+ *                     maximum; below 16 KiB it means "every large block")
  *   M_MMAP_MAX        0: no direct mappings below 64 MiB (larger blocks
  *                     have no other home); other values change nothing
  * M_MXFAST, M_TOP_PAD, M_CHECK_ACTION, M_PERTURB, M_ARENA_TEST,

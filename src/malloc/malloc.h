@@ -46,7 +46,7 @@ static inline void *malloc_inline(size_t size)
             return obj;
         }
     } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
-        void *obj = kmalloc_mid_fast(size);   /* 1-32 KiB: one table load too */
+        void *obj = kmalloc_mid_fast(size);   /* 1-16 KiB: one table load too */
         if (likely(obj))
             return obj;
     }

@@ -1096,8 +1096,24 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
     return pg;
 }
 
+struct sk_page *page_alloc_kblock(void)
+{
+    struct sk_page *pg = page_alloc(PCP_MAX_ORDER);
+    if (!pg)
+        return NULL;
+    pg->order = PCP_MAX_ORDER;
+    pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
+    pg_set_flags(pg, pg_flags(pg) | PG_LARGE | PG_KBLOCK);
+    page_purger_poll();   /* called from kmalloc with no lock held */
+    return pg;
+}
+
 void page_free_exact(struct sk_page *pg)
 {
+    if (pg_flags(pg) & PG_KBLOCK) {
+        page_free(pg, pg->order);
+        return;
+    }
     struct zone *z = &page_zones[pg->node];
     struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first);
@@ -1133,6 +1149,8 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
     struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first), nr = pg->large.nr_pages, end = idx + nr_pages;
     uint64_t now = os_now_ms_coarse();
+    if (pg_flags(pg) & PG_KBLOCK)
+        return nr_pages && nr_pages <= nr;
     if (nr_pages == 0 || end > SLICE_PAGES)
         return false;
     if (nr_pages <= nr) {

@@ -56,6 +56,9 @@
 #define PG_SWAPBACKED 0x2000u /* its data goes to swap, not to a backing file */
 /* A slab page no object of which was initialised yet (slab.c). */
 #define PG_FRESH      0x4000u
+/* A PG_LARGE block of a whole 2^PCP_MAX_ORDER pages from the per-CPU page
+ * lists (page_alloc_kblock: kmalloc's 16-32 KiB), not an exact one. */
+#define PG_KBLOCK     0x8000u
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
 #define MAX_NUMNODES 4
@@ -209,8 +212,14 @@ void page_free(struct sk_page *pg, unsigned order);
 /* Exactly nr_pages pages (the tail of the power-of-two block is freed);
  * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
+/* A large block of 2^PCP_MAX_ORDER pages through the per-CPU page lists,
+ * as the kernel's kmalloc_large takes an order from the pcp lists: the
+ * head gets PG_LARGE | PG_KBLOCK, nr_pages the whole block. */
+struct sk_page *page_alloc_kblock(void);
+/* Free a block of page_alloc_exact or page_alloc_kblock. */
 void page_free_exact(struct sk_page *pg);
-/* Grow or shrink an exact block in place; false when it cannot grow. */
+/* Grow or shrink an exact block in place; false when it cannot grow (a
+ * kblock: true while nr_pages fits in it). */
 bool page_resize_exact(struct sk_page *pg, size_t nr_pages);
 /* Exact blocks in use and their pages, counted under the zone lock the
  * calls above take anyway (read unlocked: a snapshot). */

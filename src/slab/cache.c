@@ -129,9 +129,10 @@ static unsigned default_array_cap(size_t size)
 
 /* How far a CPU's array may grow while the program keeps emptying and
  * filling it (slab_free_slow): 64 KiB of objects, but 8 objects of the
- * big classes (16 KiB: 128 KiB, 32 KiB: 256 KiB; their slabs hold 1-2
- * objects, so every object that misses the array is a slab made and
- * given back), CPU_ARRAY_MAX at most, never below the capacity it starts
+ * big classes (16 KiB: 128 KiB; their slabs hold 2 objects, so every
+ * object that misses the array is a slab made and given back; an
+ * sk_cache of 32 KiB objects, one a slab: 256 KiB), CPU_ARRAY_MAX at
+ * most, never below the capacity it starts
  * with.  tcmalloc's per-CPU caches grow the same way from a small start,
  * capped in bytes; the reaper trims an idle cache's arrays back
  * (slab_shrink). */

@@ -3,12 +3,17 @@
  *
  * Classes: kmalloc-8, then multiples of 16 up to 128 (every class from 16
  * up is 16-byte aligned, as malloc must be), then four classes per
- * doubling up to 32 KiB, so internal waste above 128 bytes stays under
- * 25%.  Sizes up to 1024 find their class with one table load; larger
- * ones scan the few classes above.  Beyond 32 KiB a block comes from the
- * page allocator as exactly the pages needed (the tail of its power-of-two
- * block goes back at once); beyond the largest buddy order (64 MiB), from
- * a direct mapping of whole slices, still known to the page map.
+ * doubling up to 16 KiB, so internal waste above 128 bytes stays under
+ * 25%.  Sizes up to 1024 find their class with one table load, larger ones
+ * with one more (kmalloc_mid_index).  Above 16 KiB the page allocator
+ * serves, as the kernel's kmalloc_large does above two pages: 16-32 KiB is
+ * a 32 KiB block from the per-CPU page lists (a class of one object a slab
+ * kept its own slabs, arrays and partial lists, memory no other size could
+ * use, while the per-CPU page lists serve every order-3 request and drain
+ * to the zone before it takes fresh memory); beyond 32 KiB, exactly the
+ * pages needed (the tail of its power-of-two block goes back at once);
+ * beyond the largest buddy order (64 MiB), a direct mapping of whole
+ * slices, still known to the page map.
  *
  * Invariants: before slab_init() every fast-path table entry points at
  * per-CPU arrays that are always empty, so the first allocation takes the
@@ -17,7 +22,9 @@
  * tries again, keeping the caches already built; the tables are filled
  * only once every class has its cache.
  *
- * Large blocks are counted for mallinfo2's hblks/hblkhd: exact blocks by
+ * Large blocks above 32 KiB are counted for mallinfo2's hblks/hblkhd (as
+ * glibc counts its mmapped chunks; a 16-32 KiB block is arena memory in
+ * use, uordblks): exact blocks by
  * the page allocator under the zone lock it takes anyway, direct mappings
  * here (relaxed atomics); kmalloc_large_totals adds them.  A block of at least kmalloc_direct_min bytes (mallopt
  * M_MMAP_THRESHOLD; by default only what no buddy order holds) is a direct
@@ -44,8 +51,9 @@ static const uint32_t class_sizes[] = {
     160, 192, 224, 256, 320, 384, 448, 512,
     640, 768, 896, 1024, 1280, 1536, 1792, 2048,
     2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
-    10240, 12288, 14336, 16384, 20480, 24576, 28672, 32768,
+    10240, 12288, 14336, 16384,
 };
+_Static_assert(KMALLOC_MAX_CACHE_SIZE == 16384, "the last class is KMALLOC_MAX_CACHE_SIZE");
 _Static_assert(SK_ARRAY_SIZE(class_sizes) < KMALLOC_NR_CLASSES, "too many classes (the last slot stays empty)");
 
 struct slab_cache *kmalloc_caches[KMALLOC_NR_CLASSES];
@@ -173,8 +181,13 @@ void *kmalloc_large(size_t size, size_t align)
     unsigned align_order = 0;
     while ((SK_PAGE_SIZE << align_order) < align)
         align_order++;
-    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER &&
-        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
+    size_t direct_min = __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
+    if (pages > ((size_t)1 << (PCP_MAX_ORDER - 1)) && pages <= ((size_t)1 << PCP_MAX_ORDER) &&
+        align_order <= PCP_MAX_ORDER && size < direct_min) {
+        struct sk_page *pg = page_alloc_kblock();   /* 16-32 KiB */
+        return pg ? page_address(pg) : NULL;
+    }
+    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER && size < direct_min) {
         struct sk_page *pg = page_alloc_exact(pages, align_order);   /* counted there */
         if (!pg)
             return NULL;
@@ -315,7 +328,7 @@ void *sk_malloc(size_t size)
             return obj;
         }
     } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
-        void *obj = kmalloc_mid_fast(size);   /* 1-32 KiB: one table load too */
+        void *obj = kmalloc_mid_fast(size);   /* 1-16 KiB: one table load too */
         if (likely(obj))
             return obj;
     }
@@ -364,6 +377,8 @@ size_t kmalloc_good_size(size_t size)
         struct slab_cache *c = kmalloc_caches[kmalloc_index(size)];
         return c->mode == SLAB_MODE_DEBUG ? size : slab_usable(c);
     }
+    if (size <= (SK_PAGE_SIZE << PCP_MAX_ORDER) && size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED))
+        return SK_PAGE_SIZE << PCP_MAX_ORDER;   /* a kblock (kmalloc_large) */
     size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
     return r < size ? size : r;
 }

@@ -590,7 +590,7 @@ void *slab_alloc_slow(struct slab_cache *c)
             continue;
         }
         /* Lazily, unless this refill takes the whole slab anyway (a
-         * slab of one 32 KiB object: no flags to set and clear), or the
+         * slab of one 32 KiB sk_cache object: no flags to set and clear), or the
          * slab is one page (touched by its first object anyway; and a
          * sized free of its class then needs no look at the page). */
         void *fl = NULL;

@@ -594,7 +594,9 @@ static inline void kfree_inline(void *p) { kfree_call(p, "free"); }
 
 /* ---- kmalloc ---- */
 
-#define KMALLOC_MAX_CACHE_SIZE 32768u   /* larger: page allocator */
+/* Larger: the page allocator (kmalloc_large); 16-32 KiB a 32 KiB block
+ * of the per-CPU page lists (PG_KBLOCK), above that exact page runs. */
+#define KMALLOC_MAX_CACHE_SIZE 16384u
 #define KMALLOC_SMALL_MAX 1024u         /* table-indexed by (size+7)/8 */
 #define KMALLOC_NR_CLASSES 48
 

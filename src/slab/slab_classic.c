@@ -581,7 +581,7 @@ void slab_classic_abandon_node(struct slab_node *n)
 /* ---- sizing: cache_estimate, calculate_slab_order, enable_cpucache ---- */
 
 const uint32_t slab_classic_kmalloc_sizes[] = {
-    8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+    8, 16, 32, 64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192, 16384,
 };
 const unsigned slab_classic_kmalloc_nr = SK_ARRAY_SIZE(slab_classic_kmalloc_sizes);
 

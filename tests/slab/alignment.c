@@ -3,8 +3,10 @@
  *
  *  - every kmalloc class: objects of kmalloc-N are aligned to the largest
  *    power of two dividing N (up to a page), 16 bytes from kmalloc-16 on;
- *    sk_malloc(n) for every n up to 4096 and samples up to 32768 lands in
- *    the smallest class that fits (sk_usable_size = class size);
+ *    sk_malloc(n) for every n up to 4096 and samples up to 16 KiB lands in
+ *    the smallest class that fits (sk_usable_size = class size); from
+ *    there to 32 KiB, in a 32 KiB block of the page allocator, aligned to
+ *    its size (the per-CPU page lists' order 3);
  *  - caches created with align 8 .. 4096, and with SK_CACHE_HWALIGN, for
  *    sizes from 1 byte to 3000: every object, over several slabs, on its
  *    boundary, and the stride a multiple of the alignment;
@@ -91,12 +93,15 @@ static void kmalloc_classes(void)
 
     /* The smallest fitting class, for every size up to 4096 and samples above. */
     int wrong = 0, shown = 0;
+    size_t cmax = nclasses ? classes[nclasses - 1] : 0;   /* the largest class */
     for (size_t n = 0; n <= 32768; n += n < 4096 ? 1 : 97) {
         void *p = sk_malloc(n);
-        size_t want = n ? class_for(n) : 16;    /* size 0: the smallest malloc-aligned class */
+        /* size 0: the smallest malloc-aligned class; above the classes, a
+         * 32 KiB block aligned to its size. */
+        size_t want = !n ? 16 : n <= cmax ? class_for(n) : 32768;
         size_t got = p ? sk_usable_size(p) : 0;
         int fine = p && got == want;
-        if (fine && (uintptr_t)p % natural_align(got))
+        if (fine && (uintptr_t)p % (n <= cmax ? natural_align(got) : 32768))
             fine = 0;
         if (!fine && shown++ < 5)
             diag("sk_malloc(%zu) = %p, usable %zu, expected class %zu", n, p, got, want);
@@ -105,7 +110,8 @@ static void kmalloc_classes(void)
             memset(p, 0x3c, got);
         sk_free(p);
     }
-    is(wrong, 0, "sk_malloc(n), n = 0..4096 and samples to 32768: smallest fitting class, naturally aligned");
+    is(wrong, 0, "sk_malloc(n), n = 0..4096 and samples to 32768: smallest fitting class, naturally aligned; "
+                 "a 32 KiB block above 16 KiB");
 }
 
 /* ---- caches with an alignment ---- */

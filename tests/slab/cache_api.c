@@ -19,7 +19,7 @@
  *  - slab layout: no header inside a slab: objects per slab =
  *    (slab bytes - reserved, 0 under SLUB) / stride for every cache, and =
  *    (4096 << order) / size for every kmalloc class by default;
- *  - kmalloc classes: kmalloc-8 .. kmalloc-32768 in creation order, with
+ *  - kmalloc classes: kmalloc-8 .. kmalloc-16384 in creation order, with
  *    kmalloc-64, -96, -128 and -192, at least four classes per doubling
  *    above 128 bytes.
  * (slab_reserved, the header this checked against, is retired: SLAB's
@@ -506,7 +506,7 @@ static void layout_and_classes(void)
     is(bad_kmalloc_layout, 0, "every kmalloc class: stride = class size%s", reserved_opt ? "" :
        ", objperslab = (4096 << order) / size exactly (no header in the slab)");
     ok(nk > 0 && sizes[0] == 8, "kmalloc-8 is the first class");
-    ok(nk > 0 && sizes[nk - 1] == 32768, "kmalloc-32768 is the last class");
+    ok(nk > 0 && sizes[nk - 1] == 16384, "kmalloc-16384 is the last class (larger: the page allocator)");
     is(seq_bad, 0, "kmalloc classes come in increasing size order");
     int have[4] = { 0 };
     const unsigned long need[4] = { 64, 96, 128, 192 };
@@ -517,7 +517,7 @@ static void layout_and_classes(void)
     for (int k = 0; k < 4; k++)
         ok(have[k], "kmalloc-%lu present", need[k]);
     int thin = 0;
-    for (unsigned long lo = 128; lo < 32768; lo *= 2) {
+    for (unsigned long lo = 128; lo < 16384; lo *= 2) {
         int cnt = 0;
         for (int i = 0; i < nk; i++)
             if (sizes[i] > lo && sizes[i] <= 2 * lo)
@@ -527,7 +527,7 @@ static void layout_and_classes(void)
             diag("only %d classes in (%lu, %lu]", cnt, lo, 2 * lo);
         }
     }
-    is(thin, 0, "at least 4 classes per doubling from 128 to 32768");
+    is(thin, 0, "at least 4 classes per doubling from 128 to 16384");
     int waste = 0;
     for (int i = 1; i < nk; i++)
         if (sizes[i - 1] >= 128 && (sizes[i] - sizes[i - 1]) * 4 > sizes[i])

@@ -153,16 +153,19 @@ static size_t check_block(const struct block *b, size_t upto)
     return r;
 }
 
-/* The largest a block of `size` may be rounded to: the next class, or
- * whole pages for large blocks. */
+/* The largest a block of `size` may be rounded to: the next class, a
+ * 32 KiB block above the classes (16 KiB), or whole pages for large
+ * blocks. */
 static int usable_plausible(size_t size, size_t usable)
 {
     if (usable < size)
         return 0;
     if (size <= 16)
         return usable <= 32;
-    if (size <= 32768)
+    if (size <= 16384)
         return usable <= size + size / 4 + 16;
+    if (size <= 32768)
+        return usable <= 32768;
     return usable < size + 4096 + size / 4;  /* page granularity (or the aligned class) */
 }
 

@@ -1,15 +1,15 @@
 /*
  * meta_pack — what the caches' metadata costs a process that uses few of
  * them (cache.c, meta_zalloc):
- *  - the cache structs are packed: the 41 kmalloc caches' structs span no
+ *  - the cache structs are packed: the 37 kmalloc caches' structs span no
  *    more pages than their bytes need (they sat on a page each when the
  *    per-CPU arrays were inline);
  *  - the per-CPU arrays, slab_cpu arrays and barns of classes never used
- *    are never touched: the pages that hold only those of kmalloc-20480 to
- *    kmalloc-32768 are not resident (mincore), in the per-CPU area and in
+ *    are never touched: the pages that hold only those of kmalloc-10240 to
+ *    kmalloc-16384 are not resident (mincore), in the per-CPU area and in
  *    the barns' area;
  *  - using one of those classes touches its own;
- *  - slabkit's big zero arrays (SK_BIG_BSS: common symbols) lie after the
+ *  - slabkit's big zero arrays (SK_BIG_BSS: section .bss.sk_big) lie after the
  *    small variables it writes at start-up, so those share a few pages
  *    instead of sitting one to a page between the arrays, and the 1 MiB
  *    empty per-CPU set stays untouched.
@@ -86,12 +86,12 @@ int main(void)
     }
     size_t need = (n * SK_ALIGN_UP(sizeof(struct slab_cache), (size_t)CACHE_LINE) + SK_PAGE_SIZE - 1) / SK_PAGE_SIZE;
     size_t spans = (SK_ALIGN_UP(hi, SK_PAGE_SIZE) - SK_ALIGN_DOWN(lo, SK_PAGE_SIZE)) / SK_PAGE_SIZE;
-    ok(n >= 40 && spans <= need + 1, "%u kmalloc cache structs span %zu pages (their bytes need %zu)", n, spans,
+    ok(n >= 36 && spans <= need + 1, "%u kmalloc cache structs span %zu pages (their bytes need %zu)", n, spans,
        need);
 
-    /* Classes from 20 KiB up: never used here, their per-CPU metadata
+    /* Classes from 10 KiB up: never used here, their per-CPU metadata
      * untouched. */
-    static const char *const big[] = { "kmalloc-20480", "kmalloc-24576", "kmalloc-28672", "kmalloc-32768" };
+    static const char *const big[] = { "kmalloc-10240", "kmalloc-12288", "kmalloc-14336", "kmalloc-16384" };
     for (int barn = 0; barn < 2; barn++) {
         uintptr_t blo = UINTPTR_MAX, bhi = 0;
         int found = 0;
@@ -108,7 +108,7 @@ int main(void)
                 bhi = b;
         }
         if (found != 4)
-            BAIL("kmalloc-20480..32768 not all there (%d)", found);
+            BAIL("kmalloc-10240..16384 not all there (%d)", found);
         long pages, res = resident_inside(blo, bhi, &pages);
         ok(bhi - blo < (64u << 10) && pages >= 3 && res == 0,
            "the %s of 4 classes never used are not resident (%ld of %ld whole pages)",
@@ -116,14 +116,14 @@ int main(void)
     }
 
     /* Using one touches its own. */
-    struct slab_cache *c = by_name("kmalloc-24576");
-    void *volatile p = malloc(24000);   /* volatile: the pair stays */
+    struct slab_cache *c = by_name("kmalloc-12288");
+    void *volatile p = malloc(12000);   /* volatile: the pair stays */
     memset(p, 1, 64);
     free(p);
     long apages, ares = resident_inside(SK_ALIGN_DOWN((uintptr_t)c->arrays, SK_PAGE_SIZE),
                                         SK_ALIGN_UP((uintptr_t)c->arrays + cpu_arrays_bytes(), SK_PAGE_SIZE),
                                         &apages);
-    ok(ares >= 1, "a malloc(24000) and free touch kmalloc-24576's arrays (%ld of %ld pages resident)", ares, apages);
+    ok(ares >= 1, "a malloc(12000) and free touch kmalloc-12288's arrays (%ld of %ld pages resident)", ares, apages);
 
     /* The big arrays after the small variables. */
     uintptr_t bigs[] = { (uintptr_t)cpu_empty_mem, (uintptr_t)vm_map_root, (uintptr_t)&vm_map_empty_leaf };
