@@ -1104,8 +1104,7 @@ struct sk_page *page_alloc_kblock(void)
     pg->order = PCP_MAX_ORDER;
     pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE | PG_KBLOCK);
-    page_purger_poll();   /* called from kmalloc with no lock held */
-    return pg;
+    return pg;            /* kmalloc_slow polls the purger */
 }
 
 void page_free_exact(struct sk_page *pg)
