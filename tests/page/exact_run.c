@@ -24,23 +24,10 @@
 #include <sys/mman.h>
 
 #include "accounting.h"
+#include "side_by_side.h"
 #include "statm.h"
 
 #define NBLK 8
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)page_address(*(struct sk_page *const *)a);
-    uintptr_t y = (uintptr_t)page_address(*(struct sk_page *const *)b);
-    return x < y ? -1 : x > y;
-}
-
-static unsigned long dirty_pages(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.dirty_pages;
-}
 
 int main(void)
 {
@@ -48,32 +35,26 @@ int main(void)
     page_init();
 
     struct sk_page *blk[NBLK];
-    for (int i = 0; i < NBLK; i++) {
-        blk[i] = page_alloc_exact(16, 0);
-        if (!blk[i])
-            BAIL("page_alloc_exact(16) failed");
-        memset(page_address(blk[i]), 0x5a, 16 * SK_PAGE_SIZE);
-    }
-    qsort(blk, NBLK, sizeof blk[0], cmp_ptr);
+    side_by_side(blk, NBLK, 16);
     /* X: a block at an odd multiple of 16 pages whose lower and upper
      * neighbours (X - 16, Y + 16) are blocks of ours too. */
     int x = -1;
     for (int i = 1; i + 2 < NBLK && x < 0; i++) {
         char *a = page_address(blk[i]);
-        bool side_by_side = (char *)page_address(blk[i - 1]) + 16 * SK_PAGE_SIZE == a &&
+        bool adjacent = (char *)page_address(blk[i - 1]) + 16 * SK_PAGE_SIZE == a &&
                             a + 16 * SK_PAGE_SIZE == (char *)page_address(blk[i + 1]) &&
                             a + 32 * SK_PAGE_SIZE == (char *)page_address(blk[i + 2]);
-        if (side_by_side && page_index(blk[i]) % 32 == 16)
+        if (adjacent && page_index(blk[i]) % 32 == 16)
             x = i;
     }
     if (x < 0)
         BAIL("no two neighbouring non-buddy blocks among %d fresh 16-page blocks", NBLK);
     char *X = page_address(blk[x]);
     diag("X at slice page %zu", page_index(blk[x]));
-    unsigned long dirty0 = dirty_pages();
+    unsigned long dirty0 = zone_dirty_pages();
     page_free_exact(blk[x]);
     page_free_exact(blk[x + 1]);
-    is(dirty_pages() - dirty0, 32, "the two freed blocks are 32 resident free pages");
+    is(zone_dirty_pages() - dirty0, 32, "the two freed blocks are 32 resident free pages");
     is(resident_pages(X, 32), 32, "and all 32 are resident");
 
     /* ---- 20 pages: from the run ---- */
@@ -82,10 +63,10 @@ int main(void)
     is((uintptr_t)page_address(r), (uintptr_t)X, "20 pages: the run at X, not memory never touched");
     is(r->large.nr_pages, 20, "the block has exactly 20 pages");
     is(resident_pages(page_address(r), 20), 20, "every page of it was resident already");
-    is(dirty_pages() - dirty0, 12, "the 12 pages past it stay free and resident");
+    is(zone_dirty_pages() - dirty0, 12, "the 12 pages past it stay free and resident");
     memset(page_address(r), 0x6b, 20 * SK_PAGE_SIZE);
     page_free_exact(r);
-    is(dirty_pages() - dirty0, 32, "freed: 32 resident free pages again");
+    is(zone_dirty_pages() - dirty0, 32, "freed: 32 resident free pages again");
 
     /* ---- aligned: from the candidate on ---- */
     r = page_alloc_exact(20, 2);
@@ -100,7 +81,7 @@ int main(void)
     ok(r != NULL, "page_alloc_exact(40)");
     char *p = page_address(r);
     ok(p + 40 * SK_PAGE_SIZE <= X || p >= X + 32 * SK_PAGE_SIZE, "40 pages: not over the 32-page run");
-    is(dirty_pages() - dirty0, 32, "and the run is left whole");
+    is(zone_dirty_pages() - dirty0, 32, "and the run is left whole");
     memset(p, 0x7c, 40 * SK_PAGE_SIZE);
     page_free_exact(r);
 

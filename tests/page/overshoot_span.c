@@ -21,42 +21,20 @@
  * The purger is off (background=0) so that nothing is purged meanwhile.
  */
 #define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
-#include <stdint.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-
 #include "accounting.h"
+#include "side_by_side.h"
 #include "statm.h"
 
+/* Enough fresh 16-page blocks that three of them lie side by side with
+ * the middle one at an odd multiple of 16 pages. */
 #define NBLK 8
-
-static int cmp_ptr(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)page_address(*(struct sk_page *const *)a);
-    uintptr_t y = (uintptr_t)page_address(*(struct sk_page *const *)b);
-    return x < y ? -1 : x > y;
-}
-
-static unsigned long dirty_pages(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.dirty_pages;
-}
 
 int main(void)
 {
+    struct sk_page *blk[NBLK];
     acct_no_purger();
     page_init();
-
-    struct sk_page *blk[NBLK];
-    for (int i = 0; i < NBLK; i++) {
-        blk[i] = page_alloc_exact(16, 0);
-        if (!blk[i])
-            BAIL("page_alloc_exact(16) failed");
-        memset(page_address(blk[i]), 0x5a, 16 * SK_PAGE_SIZE);
-    }
-    qsort(blk, NBLK, sizeof blk[0], cmp_ptr);
+    side_by_side(blk, NBLK, 16);
     /* A, B, C side by side, B at an odd multiple of 16 pages (its buddy,
      * A, stays allocated, so B never merges away). */
     int a = -1;
@@ -80,15 +58,15 @@ int main(void)
     memset(B, 0x6b, 2 * SK_PAGE_SIZE);
     ok(page_resize_exact(A, 16), "and shrinks back");
     is(resident_pages(B, 16), 2, "B's place: 2 resident pages, 14 clean");
-    unsigned long dirty0 = dirty_pages();
+    unsigned long dirty0 = zone_dirty_pages();
 
     ok(page_resize_exact(A, 17), "A grows by 1 page");
-    long d = (long)dirty_pages() - (long)dirty0;
+    long d = (long)zone_dirty_pages() - (long)dirty0;
     is(d, -1, "the zone's dirty pages drop by the one taken (%+ld; +13 when the rest went back dirty whole)", d);
     is(resident_pages(B, 16), 2, "the resident pages are the same 2");
 
     ok(page_resize_exact(A, 32), "A grows over all of B's place");
-    is((long)dirty_pages() - (long)dirty0, -2, "dirty pages: B's two taken, nothing else");
+    is((long)zone_dirty_pages() - (long)dirty0, -2, "dirty pages: B's two taken, nothing else");
     memset(page_address(A), 0x7c, 32 * SK_PAGE_SIZE);
 
     for (int i = 0; i < NBLK; i++)

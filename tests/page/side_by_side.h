@@ -1,0 +1,46 @@
+/*
+ * side_by_side.h — exact blocks laid side by side, for the page tests
+ * that build a layout of neighbours (exact_run, overshoot_span).
+ *
+ * side_by_side(blk, n, pages): n exact blocks of `pages` pages each, every
+ * page written (resident), sorted by address; fresh from a new zone they
+ * lie next to one another.  Bails out when one cannot be had.
+ * zone_dirty_pages(): the zones' free pages counted as resident
+ * (page_stats), what dirty_max_mb measures.
+ */
+#ifndef SK_TEST_SIDE_BY_SIDE_H
+#define SK_TEST_SIDE_BY_SIDE_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "page/page.h"
+#include "tap.h"
+
+static int side_by_side_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)page_address(*(struct sk_page *const *)a);
+    uintptr_t y = (uintptr_t)page_address(*(struct sk_page *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+static inline void side_by_side(struct sk_page **blk, int n, size_t pages)
+{
+    for (int i = 0; i < n; i++) {
+        blk[i] = page_alloc_exact(pages, 0);
+        if (!blk[i])
+            BAIL("page_alloc_exact(%zu) failed", pages);
+        memset(page_address(blk[i]), 0x5a, pages * SK_PAGE_SIZE);
+    }
+    qsort(blk, (size_t)n, sizeof blk[0], side_by_side_cmp);
+}
+
+static inline unsigned long zone_dirty_pages(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.dirty_pages;
+}
+
+#endif
