@@ -1096,15 +1096,24 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
     return pg;
 }
 
+static inline struct sk_page *kblock_head(struct sk_page *pg)
+{
+    pg_set_flags(pg, PG_HEAD | PG_LARGE | PG_KBLOCK | (pg_flags(pg) & PG_ZEROED));
+    pg->order = PCP_MAX_ORDER;
+    pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
+    return pg;
+}
+
+struct sk_page *page_kblock_cached(void)
+{
+    struct sk_page *pg = cpu_pop(page_pcp.lists[PCP_MAX_ORDER]);
+    return pg ? kblock_head(pg) : NULL;
+}
+
 struct sk_page *page_alloc_kblock(void)
 {
     struct sk_page *pg = page_alloc(PCP_MAX_ORDER);
-    if (!pg)
-        return NULL;
-    pg->order = PCP_MAX_ORDER;
-    pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
-    pg_set_flags(pg, pg_flags(pg) | PG_LARGE | PG_KBLOCK);
-    return pg;            /* kmalloc_slow polls the purger */
+    return pg ? kblock_head(pg) : NULL;   /* kmalloc_slow polls the purger */
 }
 
 void page_free_exact(struct sk_page *pg)

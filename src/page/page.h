@@ -216,6 +216,9 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
  * as the kernel's kmalloc_large takes an order from the pcp lists: the
  * head gets PG_LARGE | PG_KBLOCK, nr_pages the whole block. */
 struct sk_page *page_alloc_kblock(void);
+/* The same from this CPU's list only: NULL when it is empty (or before
+ * page_init), where page_alloc_kblock would refill it. */
+struct sk_page *page_kblock_cached(void);
 /* Free a block of page_alloc_exact or page_alloc_kblock. */
 void page_free_exact(struct sk_page *pg);
 /* Grow or shrink an exact block in place; false when it cannot grow (a

@@ -300,6 +300,16 @@ static void *kmalloc_any(size_t size)
 
 SK_NOINLINE void *kmalloc_slow(size_t size)
 {
+    /* 16-32 KiB: this CPU's page list first, as a class's array comes
+     * first below 16 KiB; what follows (the polls, a refill) runs when it
+     * is empty, as a class's slow path does when its array is.  Before
+     * init the list is one of the always-empty ones. */
+    if (size - (KMALLOC_MAX_CACHE_SIZE + 1) < (SK_PAGE_SIZE << PCP_MAX_ORDER) - KMALLOC_MAX_CACHE_SIZE &&
+        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
+        struct sk_page *pg = page_kblock_cached();
+        if (likely(pg))
+            return page_address(pg);
+    }
     if (unlikely(slab_init() != 0))
         return NULL;
     page_purger_poll();   /* no lock held here: the purger may start, */
