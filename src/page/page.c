@@ -1156,9 +1156,9 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
     struct zone *z = &page_zones[pg->node];
     struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first), nr = pg->large.nr_pages, end = idx + nr_pages;
-    uint64_t now = os_now_ms_coarse();
     if (pg_flags(pg) & PG_KBLOCK)
         return nr_pages && nr_pages <= nr;
+    uint64_t now = os_now_ms_coarse();
     if (nr_pages == 0 || end > SLICE_PAGES)
         return false;
     if (nr_pages <= nr) {

@@ -171,6 +171,14 @@ void kmalloc_tables_divert(bool divert)
 
 /* ---- large blocks ---- */
 
+/* A size past the classes that a kblock serves: 16-32 KiB, unless
+ * mallopt(M_MMAP_THRESHOLD) made it a direct mapping. */
+static inline bool kblock_size(size_t size)
+{
+    return size - (KMALLOC_MAX_CACHE_SIZE + 1) < KMALLOC_KBLOCK_SIZE - KMALLOC_MAX_CACHE_SIZE &&
+           size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
+}
+
 void *kmalloc_large(size_t size, size_t align)
 {
     size_t pages = (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
@@ -181,13 +189,12 @@ void *kmalloc_large(size_t size, size_t align)
     unsigned align_order = 0;
     while ((SK_PAGE_SIZE << align_order) < align)
         align_order++;
-    size_t direct_min = __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
-    if (pages > ((size_t)1 << (PCP_MAX_ORDER - 1)) && pages <= ((size_t)1 << PCP_MAX_ORDER) &&
-        align_order <= PCP_MAX_ORDER && size < direct_min) {
-        struct sk_page *pg = page_alloc_kblock();   /* 16-32 KiB */
+    if (align_order <= PCP_MAX_ORDER && kblock_size(size)) {
+        struct sk_page *pg = page_alloc_kblock();
         return pg ? page_address(pg) : NULL;
     }
-    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER && size < direct_min) {
+    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER &&
+        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
         struct sk_page *pg = page_alloc_exact(pages, align_order);   /* counted there */
         if (!pg)
             return NULL;
@@ -304,8 +311,7 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
      * first below 16 KiB; what follows (the polls, a refill) runs when it
      * is empty, as a class's slow path does when its array is.  Before
      * init the list is one of the always-empty ones. */
-    if (size - (KMALLOC_MAX_CACHE_SIZE + 1) < (SK_PAGE_SIZE << PCP_MAX_ORDER) - KMALLOC_MAX_CACHE_SIZE &&
-        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
+    if (kblock_size(size)) {
         struct sk_page *pg = page_kblock_cached();
         if (likely(pg))
             return page_address(pg);
@@ -387,8 +393,8 @@ size_t kmalloc_good_size(size_t size)
         struct slab_cache *c = kmalloc_caches[kmalloc_index(size)];
         return c->mode == SLAB_MODE_DEBUG ? size : slab_usable(c);
     }
-    if (size <= (SK_PAGE_SIZE << PCP_MAX_ORDER) && size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED))
-        return SK_PAGE_SIZE << PCP_MAX_ORDER;   /* a kblock (kmalloc_large) */
+    if (kblock_size(size))
+        return KMALLOC_KBLOCK_SIZE;
     size_t r = SK_ALIGN_UP(size, SK_PAGE_SIZE);
     return r < size ? size : r;
 }

@@ -597,6 +597,8 @@ static inline void kfree_inline(void *p) { kfree_call(p, "free"); }
 /* Larger: the page allocator (kmalloc_large); 16-32 KiB a 32 KiB block
  * of the per-CPU page lists (PG_KBLOCK), above that exact page runs. */
 #define KMALLOC_MAX_CACHE_SIZE 16384u
+#define KMALLOC_KBLOCK_SIZE ((size_t)SK_PAGE_SIZE << PCP_MAX_ORDER)
+_Static_assert(KMALLOC_KBLOCK_SIZE == 2 * KMALLOC_MAX_CACHE_SIZE, "a kblock: every size whose pages round to its order");
 #define KMALLOC_SMALL_MAX 1024u         /* table-indexed by (size+7)/8 */
 #define KMALLOC_NR_CLASSES 48
 
