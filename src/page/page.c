@@ -1096,10 +1096,11 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
     return pg;
 }
 
+/* A block off the order-3 list as a kblock (its order is set: the list
+ * holds nothing else). */
 static inline struct sk_page *kblock_head(struct sk_page *pg)
 {
     pg_set_flags(pg, PG_HEAD | PG_LARGE | PG_KBLOCK | (pg_flags(pg) & PG_ZEROED));
-    pg->order = PCP_MAX_ORDER;
     pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
     return pg;
 }
@@ -1119,7 +1120,7 @@ struct sk_page *page_alloc_kblock(void)
 void page_free_exact(struct sk_page *pg)
 {
     if (pg_flags(pg) & PG_KBLOCK) {
-        page_free(pg, pg->order);
+        page_free(pg, PCP_MAX_ORDER);
         return;
     }
     struct zone *z = &page_zones[pg->node];
