@@ -49,6 +49,21 @@ static inline void acct_no_purger(void)
     os_options_parse("background=0");
 }
 
+/* The frontier tests' start (frontier_release, frontier_fork,
+ * frontier_race): stdout line-buffered in a static buffer (nothing they
+ * do afterwards may allocate from the slab zone), no purger, base-page
+ * slices only (every slice of the slab zone joins through a frontier).
+ * Returns the slab zone; page_init is the caller's, after anything it
+ * must set up first. */
+static inline struct zone *acct_frontier_start(void)
+{
+    static char outbuf[1 << 16];
+    setvbuf(stdout, outbuf, _IOLBF, sizeof outbuf);
+    acct_no_purger();
+    os_options_parse("huge_slices=0");
+    return &page_zones[0];
+}
+
 /* The per-CPU list tests' start: this thread pinned to one CPU (so its
  * lists are the same ones throughout), no purger, skipped with pcp=0,
  * the page allocator up. */

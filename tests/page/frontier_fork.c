@@ -49,14 +49,10 @@ static void *joiner(void *arg)
 int main(void)
 {
     /* Once a thread is parked holding the zone's locks, nothing here may
-     * allocate: stdout's buffer is static. */
-    static char outbuf[1 << 16];
-    setvbuf(stdout, outbuf, _IOLBF, sizeof outbuf);
-    acct_no_purger();
-    os_options_parse("huge_slices=0");
+     * allocate (acct_frontier_start: stdout's buffer is static). */
+    struct zone *z = acct_frontier_start();
     free(malloc(64));   /* slabkit up: its fork handlers registered */
     page_init();
-    struct zone *z = &page_zones[0];
     char *p0 = sk_alloc_pages(0);
     if (!p0)
         BAIL("sk_alloc_pages(0) failed");

@@ -20,12 +20,8 @@ static char *pages[N];
 
 int main(void)
 {
-    static char outbuf[1 << 16];
-    setvbuf(stdout, outbuf, _IOLBF, sizeof outbuf);
-    acct_no_purger();
-    os_options_parse("huge_slices=0");
+    struct zone *z = acct_frontier_start();
     page_init();
-    struct zone *z = &page_zones[0];
     if (!sk_opt.zone_borrow)
         skip_all("zone_borrow=0");
 
