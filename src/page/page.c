@@ -1025,13 +1025,14 @@ struct sk_page *page_alloc(unsigned order)
     return zone_alloc(zone_here(), order, 0, 0);
 }
 
-void page_free(struct sk_page *pg, unsigned order)
+/* page_free's rest: a per-CPU list full or not ready yet, or none.  Out
+ * of line, so that the push above needs no stack frame (its batch array
+ * made every free of a slab or a kblock save six registers). */
+static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
 {
     struct zone *z = &page_zones[pg->node];
     if (order <= PCP_MAX_ORDER && pcp_enabled) {
-        pg_set_flags(pg, PG_PCP);
-        pg->order = (uint8_t)order;
-        if (likely(cpu_push(page_pcp.lists[order], pg) > 0))
+        if (cpu_push_locked(page_pcp.lists[order], pg) > 0)
             return;
         /* This CPU's first free of this order: its list gets its capacity. */
         if (cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]) && cpu_push(page_pcp.lists[order], pg) > 0)
@@ -1048,6 +1049,17 @@ void page_free(struct sk_page *pg, unsigned order)
     zone_free_block(z, pg, order, 1ul << order, now);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
+}
+
+void page_free(struct sk_page *pg, unsigned order)
+{
+    if (likely(order <= PCP_MAX_ORDER && pcp_enabled)) {
+        pg_set_flags(pg, PG_PCP);
+        pg->order = (uint8_t)order;
+        if (likely(cpu_push_fast(page_pcp.lists[order], pg)))
+            return;
+    }
+    page_free_slow(pg, order);
 }
 
 static unsigned order_for(size_t nr_pages)
@@ -1117,12 +1129,10 @@ struct sk_page *page_alloc_kblock(void)
     return pg ? kblock_head(pg) : NULL;   /* kmalloc_slow polls the purger */
 }
 
-void page_free_exact(struct sk_page *pg)
+/* page_free_exact's run: out of line, so that a kblock's free needs no
+ * stack frame. */
+static SK_NOINLINE void page_free_run(struct sk_page *pg)
 {
-    if (pg_flags(pg) & PG_KBLOCK) {
-        page_free(pg, PCP_MAX_ORDER);
-        return;
-    }
     struct zone *z = &page_zones[pg->node];
     struct sk_page *first = page_first(pg);
     size_t idx = (size_t)(pg - first);
@@ -1134,6 +1144,14 @@ void page_free_exact(struct sk_page *pg)
     zone_count_exact(z, -1, -(long)nr);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
+}
+
+void page_free_exact(struct sk_page *pg)
+{
+    if (pg_flags(pg) & PG_KBLOCK)
+        page_free(pg, PCP_MAX_ORDER);
+    else
+        page_free_run(pg);
 }
 
 void page_exact_stats(unsigned long *blocks, unsigned long *pages)
