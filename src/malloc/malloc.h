@@ -49,6 +49,10 @@ static inline void *malloc_inline(size_t size)
         void *obj = kmalloc_mid_fast(size);   /* 1-16 KiB: one table load too */
         if (likely(obj))
             return obj;
+    } else {
+        void *obj = kmalloc_kblock_fast(size);   /* 16-32 KiB: this CPU's page list */
+        if (likely(obj))
+            return obj;
     }
     return malloc_slow(size);
 }

@@ -1108,21 +1108,6 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
     return pg;
 }
 
-/* A block off the order-3 list as a kblock (its order is set: the list
- * holds nothing else). */
-static inline struct sk_page *kblock_head(struct sk_page *pg)
-{
-    pg_set_flags(pg, PG_HEAD | PG_LARGE | PG_KBLOCK | (pg_flags(pg) & PG_ZEROED));
-    pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
-    return pg;
-}
-
-struct sk_page *page_kblock_cached(void)
-{
-    struct sk_page *pg = cpu_pop(page_pcp.lists[PCP_MAX_ORDER]);
-    return pg ? kblock_head(pg) : NULL;
-}
-
 struct sk_page *page_alloc_kblock(void)
 {
     struct sk_page *pg = page_alloc(PCP_MAX_ORDER);

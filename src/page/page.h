@@ -216,9 +216,22 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
  * as the kernel's kmalloc_large takes an order from the pcp lists: the
  * head gets PG_LARGE | PG_KBLOCK, nr_pages the whole block. */
 struct sk_page *page_alloc_kblock(void);
+/* A block off the order-PCP_MAX_ORDER list as a kblock (its order is
+ * set: the list holds nothing else). */
+static inline struct sk_page *kblock_head(struct sk_page *pg)
+{
+    pg_set_flags(pg, PG_HEAD | PG_LARGE | PG_KBLOCK | (pg_flags(pg) & PG_ZEROED));
+    pg->large.nr_pages = (size_t)1 << PCP_MAX_ORDER;
+    return pg;
+}
 /* The same from this CPU's list only: NULL when it is empty (or before
- * page_init), where page_alloc_kblock would refill it. */
-struct sk_page *page_kblock_cached(void);
+ * page_init), where page_alloc_kblock would refill it.  Inline: kmalloc's
+ * 16-32 KiB take it as a class's object takes its array. */
+static inline struct sk_page *page_kblock_cached(void)
+{
+    struct sk_page *pg = cpu_pop(page_pcp.lists[PCP_MAX_ORDER]);
+    return pg ? kblock_head(pg) : NULL;
+}
 /* Free a block of page_alloc_exact or page_alloc_kblock. */
 void page_free_exact(struct sk_page *pg);
 /* Grow or shrink an exact block in place; false when it cannot grow (a

@@ -171,14 +171,6 @@ void kmalloc_tables_divert(bool divert)
 
 /* ---- large blocks ---- */
 
-/* A size past the classes that a kblock serves: 16-32 KiB, unless
- * mallopt(M_MMAP_THRESHOLD) made it a direct mapping. */
-static inline bool kblock_size(size_t size)
-{
-    return size - (KMALLOC_MAX_CACHE_SIZE + 1) < KMALLOC_KBLOCK_SIZE - KMALLOC_MAX_CACHE_SIZE &&
-           size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
-}
-
 void *kmalloc_large(size_t size, size_t align)
 {
     size_t pages = (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
@@ -311,11 +303,9 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
      * first below 16 KiB; what follows (the polls, a refill) runs when it
      * is empty, as a class's slow path does when its array is.  Before
      * init the list is one of the always-empty ones. */
-    if (kblock_size(size)) {
-        struct sk_page *pg = page_kblock_cached();
-        if (likely(pg))
-            return page_address(pg);
-    }
+    void *kb = kmalloc_kblock_fast(size);
+    if (likely(kb))
+        return kb;
     if (unlikely(slab_init() != 0))
         return NULL;
     page_purger_poll();   /* no lock held here: the purger may start, */

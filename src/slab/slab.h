@@ -577,15 +577,29 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
 }
 
 /* The free fast path, shared by sk_free and free: find and check the
- * object's slab, push it on this CPU's array; anything else (NULL, large
- * blocks, bad pointers, a full array) leaves for a slow path. */
+ * object's slab, push it on this CPU's array; a kblock (16-32 KiB) goes
+ * straight to this CPU's page list from the same look-up, as a class's
+ * object goes to its array.  Anything else (NULL, other large blocks, bad
+ * pointers, a full array) leaves for a slow path.  A kblock's head page
+ * holds its first byte, so a page-aligned pointer on it is the block's
+ * start; after its free the head is PG_PCP, and a second free takes the
+ * slow path's report. */
 static inline void kfree_call(void *p, const char *call)
 {
-    struct slab_cache *c;
-    struct sk_page *pg = slab_of_object(p, &c);
-    if (likely(pg)) {
-        slab_free_at(c, pg, p, call);
-        return;
+    struct vm_slice *s = vm_slice_of(p);
+    if (likely(s)) {
+        struct sk_page *pg = page_of_slice(s, p);
+        uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
+        if (likely((f & (PG_SLAB | PG_FRESH)) == PG_SLAB)) {
+            struct slab_cache *c = pg->slab.cache;
+            if (likely(slab_obj_exact(c, pg, p) < c->objects)) {
+                slab_free_at(c, pg, p, call);
+                return;
+            }
+        } else if ((f & (PG_HEAD | PG_KBLOCK)) == (PG_HEAD | PG_KBLOCK) && !((uintptr_t)p & (SK_PAGE_SIZE - 1))) {
+            page_free_exact(pg);
+            return;
+        }
     }
     sk_free_slow(p, call);
 }
@@ -663,6 +677,23 @@ void kmalloc_large_totals(struct kmalloc_large_stats *st);
  * holds. */
 #define KMALLOC_DIRECT_DEFAULT (((size_t)SK_PAGE_SIZE << SK_MAX_ORDER) + 1)
 extern size_t kmalloc_direct_min SK_INTERNAL;
+/* A size past the classes that a kblock serves: 16-32 KiB, unless
+ * mallopt(M_MMAP_THRESHOLD) made it a direct mapping. */
+static inline bool kblock_size(size_t size)
+{
+    return size - (KMALLOC_MAX_CACHE_SIZE + 1) < KMALLOC_KBLOCK_SIZE - KMALLOC_MAX_CACHE_SIZE &&
+           size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
+}
+/* The 16-32 KiB fast path: a kblock off this CPU's page list, as a class's
+ * object comes off its array; NULL when the list is empty (or before
+ * init), where kmalloc_slow refills it. */
+static inline void *kmalloc_kblock_fast(size_t size)
+{
+    if (!kblock_size(size))
+        return NULL;
+    struct sk_page *pg = page_kblock_cached();
+    return pg ? page_address(pg) : NULL;
+}
 /* The usable size malloc(size) would get (malloc_good_size; size >= 16);
  * initialises slabkit if need be. */
 size_t kmalloc_good_size(size_t size);
