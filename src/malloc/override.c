@@ -485,7 +485,7 @@ static void fork_child(void)
     vm_atfork_child();
     page_atfork_child();
     slab_atfork_child();
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+    for (unsigned o = 0; o < PCP_NR_LISTS; o++)
         reset_arrays(page_pcp.lists[o]);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
         /* A cache never allocated from took no lock of its per-CPU state

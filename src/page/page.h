@@ -61,6 +61,9 @@
 #define PG_KBLOCK     0x8000u
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
+/* One more per-CPU list: the exact-block cache (page.c, page_alloc_exact). */
+#define PCP_EXACT (PCP_MAX_ORDER + 1)
+#define PCP_NR_LISTS (PCP_EXACT + 1)
 #define MAX_NUMNODES 4
 
 struct slab_cache;
@@ -167,9 +170,9 @@ struct zone {
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
 struct pcp_set {
-    cpu_arrays_t lists[PCP_MAX_ORDER + 1];
-    unsigned high[PCP_MAX_ORDER + 1];  /* array capacity: the high watermark */
-    unsigned batch[PCP_MAX_ORDER + 1]; /* blocks moved per refill/drain */
+    cpu_arrays_t lists[PCP_NR_LISTS];  /* orders 0..PCP_MAX_ORDER, then PCP_EXACT */
+    unsigned high[PCP_NR_LISTS];       /* array capacity: the high watermark */
+    unsigned batch[PCP_NR_LISTS];      /* blocks moved per refill/drain */
 };
 
 extern struct zone page_zones[MAX_NUMNODES] SK_INTERNAL;
@@ -238,7 +241,8 @@ void page_free_exact(struct sk_page *pg);
  * kblock: true while nr_pages fits in it). */
 bool page_resize_exact(struct sk_page *pg, size_t nr_pages);
 /* Exact blocks in use and their pages, counted under the zone lock the
- * calls above take anyway (read unlocked: a snapshot). */
+ * calls above take anyway (read unlocked: a snapshot); those freed onto
+ * the per-CPU exact-block cache are not in use. */
 void page_exact_stats(unsigned long *blocks, unsigned long *pages);
 /* The allocated block head containing p (PG_HEAD), or NULL. */
 struct sk_page *page_find_head(const void *p);

@@ -80,7 +80,7 @@ struct page_purger page_purger;
 #define PURGER_TICK_MIN_MS 10
 
 /* Per-CPU list operation counts seen at the last tick (purger only). */
-static uint32_t pcp_seen[(PCP_MAX_ORDER + 1) * (CPU_MAX_IDS + 1)] SK_BIG_BSS;   /* + the shared slot */
+static uint32_t pcp_seen[PCP_NR_LISTS * (CPU_MAX_IDS + 1)] SK_BIG_BSS;   /* + the shared slot */
 
 /* The leader's pthread_exit (os.c): wake the purger, which then watches
  * for the program's last thread. */
@@ -226,14 +226,14 @@ void purge_atfork_child(void)
      * the parent may work here.  The child starts its own when it frees
      * memory itself: a child that only execs never pays for a thread.
      * What it inherited ages out once its purger runs. */
-    /* Only the purger writes pcp_seen, and only its first (PCP_MAX_ORDER
-     * + 1) x cpu_nr_slots() entries (pcp_drain_idle): if the parent never
+    /* Only the purger writes pcp_seen, and only its first PCP_NR_LISTS
+     * x cpu_nr_slots() entries (pcp_drain_idle): if the parent never
      * had one, its 16 KiB are untouched (a read would fault them in), else
      * only set entries are cleared (a write copies the page). */
     bool had = __atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) != PURGER_NONE;
     __atomic_store_n(&page_purger.work, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&page_purger.state, PURGER_NONE, __ATOMIC_RELAXED);
-    size_t used = (size_t)(PCP_MAX_ORDER + 1) * (size_t)cpu_nr_slots();
+    size_t used = (size_t)PCP_NR_LISTS * (size_t)cpu_nr_slots();
     for (size_t i = 0; had && i < used && i < sizeof pcp_seen / sizeof pcp_seen[0]; i++)
         SK_CHILD_CLEAR(pcp_seen[i]);
 }

@@ -4,7 +4,8 @@
  * acct_check(live, n) marks every page of every block slabkit knows about
  * in a count per page of each buddy slice: the caller's live blocks, the
  * free blocks on the zone lists (page_for_each_free), and the blocks on
- * every CPU's page list (read straight from page_pcp).  The books are
+ * every CPU's page list and exact-block cache (read straight from
+ * page_pcp).  The books are
  * right when every page of every slice is counted exactly once (no block
  * overlaps another, no page is lost; a zone's frontier slice is counted
  * up to its frontier, past which no page may be any block's), every
@@ -185,6 +186,21 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
                 }
                 acct_mark(r, page_address(pg), o, "per-CPU");
             }
+        }
+    }
+    /* The exact-block cache: a block of large.nr_pages pages per entry. */
+    cpu_arrays_t etab = page_pcp.lists[PCP_EXACT];
+    for (int cpu = 0; etab && etab != cpu_empty_arrays && cpu < cpu_nr_ids; cpu++) {
+        struct cpu_array *a = cpu_array_at(etab, cpu);
+        for (int32_t i = 0; i < (int32_t)cpu_array_len(a); i++) {
+            struct sk_page *pg = a->objs[i];
+            r->pcp_pages += pg->large.nr_pages;
+            if ((pg->flags & (PG_PCP | PG_HEAD)) != PG_PCP) {
+                r->bad_state++;
+                acct_diag("cached exact block %p (cpu %d): flags %#x", page_address(pg), cpu, pg->flags);
+            }
+            for (size_t k = 0; k < pg->large.nr_pages; k++)
+                acct_mark(r, (char *)page_address(pg) + (k << SK_PAGE_SHIFT), 0, "cached exact");
         }
     }
     for (int si = 0; si < acct_nslices; si++)

@@ -52,8 +52,8 @@ int main(void)
     char *X = page_address(blk[x]);
     diag("X at slice page %zu", page_index(blk[x]));
     unsigned long dirty0 = zone_dirty_pages();
-    page_free_exact(blk[x]);
-    page_free_exact(blk[x + 1]);
+    free_to_zone(blk[x]);
+    free_to_zone(blk[x + 1]);
     is(zone_dirty_pages() - dirty0, 32, "the two freed blocks are 32 resident free pages");
     is(resident_pages(X, 32), 32, "and all 32 are resident");
 
@@ -65,7 +65,7 @@ int main(void)
     is(resident_pages(page_address(r), 20), 20, "every page of it was resident already");
     is(zone_dirty_pages() - dirty0, 12, "the 12 pages past it stay free and resident");
     memset(page_address(r), 0x6b, 20 * SK_PAGE_SIZE);
-    page_free_exact(r);
+    free_to_zone(r);
     is(zone_dirty_pages() - dirty0, 32, "freed: 32 resident free pages again");
 
     /* ---- aligned: from the candidate on ---- */
@@ -74,7 +74,7 @@ int main(void)
     ok(page_index(r) % 4 == 0, "aligned to 4 pages");
     is((uintptr_t)page_address(r), (uintptr_t)X, "aligned: the run at X as well");
     is(resident_pages(page_address(r), 20), 20, "every page of it resident");
-    page_free_exact(r);
+    free_to_zone(r);
 
     /* ---- too long for the run ---- */
     r = page_alloc_exact(40, 0);
@@ -83,12 +83,12 @@ int main(void)
     ok(p + 40 * SK_PAGE_SIZE <= X || p >= X + 32 * SK_PAGE_SIZE, "40 pages: not over the 32-page run");
     is(zone_dirty_pages() - dirty0, 32, "and the run is left whole");
     memset(p, 0x7c, 40 * SK_PAGE_SIZE);
-    page_free_exact(r);
+    free_to_zone(r);
 
     /* ---- the books ---- */
     for (int i = 0; i < NBLK; i++)
         if (i != x && i != x + 1)
-            page_free_exact(blk[i]);
+            free_to_zone(blk[i]);
     struct page_stats st;
     unsigned long smaller = acct_all_freed(&st);
     is(smaller, 0, "all freed: every slice one block of order %d again", SK_MAX_ORDER);

@@ -51,7 +51,7 @@ int main(void)
     diag("A at slice page %zu", page_index(A));
 
     /* B's place: free, purged, then its first two pages written by A. */
-    page_free_exact(blk[a + 1]);
+    free_to_zone(blk[a + 1]);
     page_reclaim(0, false);
     is(resident_pages(B, 16), 0, "B freed and purged: none of its 16 pages resident");
     ok(page_resize_exact(A, 18), "A grows by 2 pages into B's place");
@@ -71,7 +71,7 @@ int main(void)
 
     for (int i = 0; i < NBLK; i++)
         if (i != a + 1)
-            page_free_exact(blk[i]);
+            free_to_zone(blk[i]);
     struct page_stats st;
     unsigned long smaller = acct_all_freed(&st);
     is(smaller, 0, "all freed: every slice one block of order %d again", SK_MAX_ORDER);

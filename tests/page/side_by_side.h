@@ -5,6 +5,7 @@
  * side_by_side(blk, n, pages): n exact blocks of `pages` pages each, every
  * page written (resident), sorted by address; fresh from a new zone they
  * lie next to one another.  Bails out when one cannot be had.
+ * free_to_zone(pg): page_free_exact, past the per-CPU exact-block cache.
  * zone_dirty_pages(): the zones' free pages counted as resident
  * (page_stats), what dirty_max_mb measures.
  */
@@ -34,6 +35,15 @@ static inline void side_by_side(struct sk_page **blk, int n, size_t pages)
         memset(page_address(blk[i]), 0x5a, pages * SK_PAGE_SIZE);
     }
     qsort(blk, (size_t)n, sizeof blk[0], side_by_side_cmp);
+}
+
+/* Free an exact block to its zone at once: the exact-block cache
+ * (page_alloc_exact) would keep the last one freed on this CPU, and these
+ * tests look at what the zone does with it. */
+static inline void free_to_zone(struct sk_page *pg)
+{
+    page_free_exact(pg);
+    page_drain_pcp();
 }
 
 static inline unsigned long zone_dirty_pages(void)
