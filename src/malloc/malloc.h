@@ -50,7 +50,7 @@ static inline void *malloc_inline(size_t size)
         if (likely(obj))
             return obj;
     } else {
-        void *obj = kmalloc_kblock_fast(size);   /* 16-32 KiB: this CPU's page list */
+        void *obj = kmalloc_large_fast(size);   /* 16-256 KiB: this CPU's page lists */
         if (likely(obj))
             return obj;
     }

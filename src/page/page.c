@@ -928,10 +928,9 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
 /* ---- public block API ---- */
 
 #define PCP_BATCH_MAX 32
-/* The exact-block cache (page_alloc_exact): blocks per CPU, and the
- * largest block it keeps. */
+/* The exact-block cache (page_alloc_exact): blocks per CPU (the largest
+ * it keeps: EXACT_CACHE_PAGES, page.h). */
 #define EXACT_CACHE_BLOCKS 1
-#define EXACT_CACHE_PAGES 64
 
 static int page_init_locked(void)
 {

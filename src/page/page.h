@@ -237,6 +237,23 @@ static inline struct sk_page *page_kblock_cached(void)
 }
 /* Free a block of page_alloc_exact or page_alloc_kblock. */
 void page_free_exact(struct sk_page *pg);
+/* The exact-block cache (page.c, page_alloc_exact): the largest block it
+ * keeps, and this CPU's cached block when it has nr_pages, else NULL (a
+ * block of another count goes back where it was: page_alloc_exact then
+ * gives it to its zone). */
+#define EXACT_CACHE_PAGES 64
+static inline struct sk_page *page_exact_cached(size_t nr_pages)
+{
+    struct sk_page *pg = cpu_pop(page_pcp.lists[PCP_EXACT]);
+    if (!pg)
+        return NULL;
+    if (likely(pg->large.nr_pages == nr_pages)) {
+        pg_set_flags(pg, PG_HEAD | PG_LARGE);
+        return pg;
+    }
+    page_free_exact(pg);
+    return NULL;
+}
 /* Grow or shrink an exact block in place; false when it cannot grow (a
  * kblock: true while nr_pages fits in it). */
 bool page_resize_exact(struct sk_page *pg, size_t nr_pages);

@@ -299,11 +299,12 @@ static void *kmalloc_any(size_t size)
 
 SK_NOINLINE void *kmalloc_slow(size_t size)
 {
-    /* 16-32 KiB: this CPU's page list first, as a class's array comes
-     * first below 16 KiB; what follows (the polls, a refill) runs when it
-     * is empty, as a class's slow path does when its array is.  Before
-     * init the list is one of the always-empty ones. */
-    void *kb = kmalloc_kblock_fast(size);
+    /* Above the classes: this CPU's page lists first (a kblock, or its
+     * cached exact block), as a class's array comes first below 16 KiB;
+     * what follows (the polls, a refill or a cut) runs when they have
+     * nothing, as a class's slow path does when its array is empty.
+     * Before init the lists are always-empty ones. */
+    void *kb = kmalloc_large_fast(size);
     if (likely(kb))
         return kb;
     if (unlikely(slab_init() != 0))

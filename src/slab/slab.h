@@ -577,13 +577,14 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
 }
 
 /* The free fast path, shared by sk_free and free: find and check the
- * object's slab, push it on this CPU's array; a kblock (16-32 KiB) goes
- * straight to this CPU's page list from the same look-up, as a class's
- * object goes to its array.  Anything else (NULL, other large blocks, bad
- * pointers, a full array) leaves for a slow path.  A kblock's head page
- * holds its first byte, so a page-aligned pointer on it is the block's
- * start; after its free the head is PG_PCP, and a second free takes the
- * slow path's report. */
+ * object's slab, push it on this CPU's array; a large block of the page
+ * allocator (a kblock, or an exact block: the per-CPU lists or its zone)
+ * goes to page_free_exact from the same look-up.  Anything else (NULL,
+ * direct mappings, bad pointers, a full array) leaves for a slow path.  A
+ * large block's head page holds its first byte, so a page-aligned pointer
+ * on it is the block's start; after its free the head is PG_PCP or free,
+ * and a second free takes the slow path's report.  A direct mapping's one
+ * descriptor answers for every page of it: the slice kind sends it on. */
 static inline void kfree_call(void *p, const char *call)
 {
     struct vm_slice *s = vm_slice_of(p);
@@ -596,8 +597,9 @@ static inline void kfree_call(void *p, const char *call)
                 slab_free_at(c, pg, p, call);
                 return;
             }
-        } else if ((f & (PG_HEAD | PG_KBLOCK)) == (PG_HEAD | PG_KBLOCK) && !((uintptr_t)p & (SK_PAGE_SIZE - 1))) {
-            page_free_exact(pg);
+        } else if ((f & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && !((uintptr_t)p & (SK_PAGE_SIZE - 1)) &&
+                   s->kind != VM_SLICE_DIRECT) {
+            page_free_exact(pg);   /* a kblock or an exact block: its head page */
             return;
         }
     }
@@ -684,14 +686,21 @@ static inline bool kblock_size(size_t size)
     return size - (KMALLOC_MAX_CACHE_SIZE + 1) < KMALLOC_KBLOCK_SIZE - KMALLOC_MAX_CACHE_SIZE &&
            size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
 }
-/* The 16-32 KiB fast path: a kblock off this CPU's page list, as a class's
- * object comes off its array; NULL when the list is empty (or before
- * init), where kmalloc_slow refills it. */
-static inline void *kmalloc_kblock_fast(size_t size)
+/* The fast path above the classes, as a class's object comes off its
+ * array: 16-32 KiB a kblock off this CPU's page list, 32-256 KiB this
+ * CPU's cached exact block when it has the page count asked for.  NULL
+ * otherwise (or before init): kmalloc_slow refills, or cuts a block. */
+static inline void *kmalloc_large_fast(size_t size)
 {
-    if (!kblock_size(size))
-        return NULL;
-    struct sk_page *pg = page_kblock_cached();
+    struct sk_page *pg;
+    if (kblock_size(size)) {
+        pg = page_kblock_cached();
+    } else {
+        if (size - (KMALLOC_KBLOCK_SIZE + 1) >= ((size_t)EXACT_CACHE_PAGES << SK_PAGE_SHIFT) - KMALLOC_KBLOCK_SIZE ||
+            size >= __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED))
+            return NULL;
+        pg = page_exact_cached((size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT);
+    }
     return pg ? page_address(pg) : NULL;
 }
 /* The usable size malloc(size) would get (malloc_good_size; size >= 16);
