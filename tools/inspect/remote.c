@@ -628,6 +628,22 @@ static int read_totals(const struct rmt *r, int nr_ids, struct rmt_totals *t)
                 t->pcp_pages += (unsigned long)(array_word(r, (uintptr_t)pcp.lists[o], slot, &approx) &
                                                 CPU_ARRAY_COUNT)
                                 << o;
+    /* The exact-block cache: each entry a block of large.nr_pages pages,
+     * read from its descriptor (page_stats counts them the same way). */
+    uintptr_t etab = (uintptr_t)pcp.lists[PCP_EXACT];
+    for (int slot = 0; etab && slot <= nr_ids; slot++) {
+        uintptr_t base = etab + ((uintptr_t)slot << CPU_ARRAY_SHIFT);
+        unsigned n = (unsigned)(array_word(r, etab, slot, &approx) & CPU_ARRAY_COUNT);
+        for (unsigned i = 0; i < n && i < CPU_ARRAY_MAX; i++) {
+            uintptr_t pg = 0;
+            size_t pages = 0;
+            if (rmt_read(r, base + offsetof(struct cpu_array, objs) + i * sizeof(void *), &pg, sizeof pg) != 0 ||
+                !pg ||
+                rmt_read(r, pg + offsetof(struct sk_page, large.nr_pages), &pages, sizeof pages) != 0)
+                break;
+            t->pcp_pages += pages;
+        }
+    }
     return 0;
 }
 
