@@ -79,7 +79,7 @@ static const struct option_def defs[] = {
       allocator_words },
     { "slab_mgmt", &sk_opt.slab_mgmt, 0, -1,
       "allocator=slab: slab fields in the page descriptor (page) or at the slab head (onslab)", slab_mgmt_words },
-    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists", NULL },
+    { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists (orders 0-3, and a cached 32-256 KiB block)", NULL },
     { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them", NULL },
     { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)", NULL },
     { "remote_free", &sk_opt.remote_free, 0, 1, "a free on another CPU than the one its slab is frozen to goes back to the slab (0: into this CPU's array)", NULL },
