@@ -34,31 +34,14 @@
 #include "slabkit.h"
 #include "cpus.h"
 #include "tap.h"
+#include "blocks.h"
 
 #define KB 32768
-
-/* Through a volatile pointer: the compiler would reject the bad frees and
- * the address compared after a free. */
-static void (*volatile release)(void *) = free;
 
 static int is_kblock(const void *p)
 {
     struct sk_page *pg = page_of(p);
     return pg && (pg_flags(pg) & (PG_HEAD | PG_LARGE | PG_KBLOCK)) == (PG_HEAD | PG_LARGE | PG_KBLOCK);
-}
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)(i * 31 + seed);
-}
-
-static size_t first_wrong(const unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(i * 31 + seed))
-            return i;
-    return n;
 }
 
 static void shapes(void)
@@ -73,8 +56,8 @@ static void shapes(void)
             diag("malloc(%zu) = %p, usable %zu, kblock %d", sizes[i], (void *)p, u, p ? is_kblock(p) : 0);
         }
         if (p)
-            fill(p, u, (unsigned)i);
-        if (p && first_wrong(p, u, (unsigned)i) != u)
+            block_fill(p, u, (unsigned)i);
+        if (p && block_first_wrong(p, u, (unsigned)i) != u)
             bad++;
         free(p);
     }
@@ -102,20 +85,20 @@ static void shared(void)
 static void reallocs(void)
 {
     unsigned char *p = malloc(20000);
-    fill(p, 20000, 7);
+    block_fill(p, 20000, 7);
     unsigned char *q = realloc(p, 32000);
-    ok(q == p && first_wrong(q, 20000, 7) == 20000, "realloc(20000 -> 32000) stays in the block, bytes kept");
-    fill(q, 32000, 8);
+    ok(q == p && block_first_wrong(q, 20000, 7) == 20000, "realloc(20000 -> 32000) stays in the block, bytes kept");
+    block_fill(q, 32000, 8);
     unsigned char *r = realloc(q, 40000);
-    ok(r && r != q && !is_kblock(r) && malloc_usable_size(r) >= 40000 && first_wrong(r, 32000, 8) == 32000,
+    ok(r && r != q && !is_kblock(r) && malloc_usable_size(r) >= 40000 && block_first_wrong(r, 32000, 8) == 32000,
        "realloc(32000 -> 40000) moves to an exact run, bytes kept");
-    fill(r, 40000, 9);
+    block_fill(r, 40000, 9);
     unsigned char *s = realloc(r, 100);
-    ok(s && !is_kblock(s) && malloc_usable_size(s) < 200 && first_wrong(s, 100, 9) == 100,
+    ok(s && !is_kblock(s) && malloc_usable_size(s) < 200 && block_first_wrong(s, 100, 9) == 100,
        "realloc(40000 -> 100) moves to a class, bytes kept");
-    fill(s, 100, 10);
+    block_fill(s, 100, 10);
     unsigned char *t = realloc(s, 25000);
-    ok(t && is_kblock(t) && first_wrong(t, 100, 10) == 100, "realloc(100 -> 25000) moves to a block, bytes kept");
+    ok(t && is_kblock(t) && block_first_wrong(t, 100, 10) == 100, "realloc(100 -> 25000) moves to a block, bytes kept");
     free(t);
 }
 
@@ -161,30 +144,6 @@ static void direct(void)
     free(q);
 }
 
-static void bad_case(const char *what, int interior, const char *want1, const char *want2)
-{
-    int err;
-    pid_t pid = tap_fork_stderr(&err);
-    if (pid == 0) {
-        alarm(30);
-        char *p = malloc(20000);
-        memset(p, 3, 20000);
-        if (interior) {
-            release(p + 4096);
-        } else {
-            release(p);
-            release(p);
-        }
-        _exit(93);
-    }
-    static char text[4096];
-    int st = tap_child_stderr(pid, err, text, sizeof text);
-    int aborted = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
-    ok(aborted && strstr(text, want1) && strstr(text, want2), "%s: SIGABRT with \"%s ... %s\"", what, want1, want2);
-    if (!aborted || !strstr(text, want1))
-        diag("status %#x, stderr: %s", st, text);
-}
-
 int main(void)
 {
     pin_first_cpu();
@@ -193,8 +152,8 @@ int main(void)
     reallocs();
     zeroed();
     accounting();
-    bad_case("double free of a block", 0, "double free: free(", "of a free block");
-    bad_case("free inside a block", 1, "interior pointer: free(", "in a 8-page block");
+    bad_block_case("double free of a block", 20000, 0, "double free: free(", "of a free block");
+    bad_block_case("free inside a block", 20000, 4096, "interior pointer: free(", "in a 8-page block");
     direct();
     return done_testing();
 }

@@ -32,24 +32,7 @@
 #include "os/os.h"
 #include "cpus.h"
 #include "tap.h"
-
-/* Through a volatile pointer: the compiler would reject the bad frees and
- * the address compared after a free. */
-static void (*volatile release)(void *) = free;
-
-static void fill(unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)(i * 31 + seed);
-}
-
-static size_t first_wrong(const unsigned char *p, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != (unsigned char)(i * 31 + seed))
-            return i;
-    return n;
-}
+#include "blocks.h"
 
 static void same_block(bool cached)
 {
@@ -59,7 +42,7 @@ static void same_block(bool cached)
         unsigned char *p = malloc(sizes[i]);
         if (!p)
             BAIL("malloc(%zu) failed", sizes[i]);
-        fill(p, sizes[i], (unsigned)i);
+        block_fill(p, sizes[i], (unsigned)i);
         uintptr_t was = (uintptr_t)p;
         release(p);
         unsigned char *q = malloc(sizes[i]);
@@ -67,7 +50,7 @@ static void same_block(bool cached)
             BAIL("malloc(%zu) failed", sizes[i]);
         if ((uintptr_t)q == was) {
             same++;
-            if (first_wrong(q, sizes[i], (unsigned)i) != sizes[i]) {
+            if (block_first_wrong(q, sizes[i], (unsigned)i) != sizes[i]) {
                 bad++;
                 diag("malloc(%zu): the cached block lost its bytes", sizes[i]);
             }
@@ -81,7 +64,7 @@ static void same_block(bool cached)
     is(bad, 0, "with its bytes as they were");
 
     unsigned char *a = malloc(100000);
-    fill(a, 100000, 9);
+    block_fill(a, 100000, 9);
     release(a);
     unsigned char *z = calloc(1, 100000);
     size_t nz = 0;
@@ -127,7 +110,7 @@ static void *churn(void *arg)
         unsigned k = (seed = seed * 1103515245 + 12345) >> 16;
         int slot = (int)(k % 4);
         if (held[slot]) {
-            if (first_wrong(held[slot], len[slot], (unsigned)slot) != len[slot])
+            if (block_first_wrong(held[slot], len[slot], (unsigned)slot) != len[slot])
                 bad++;
             free(held[slot]);
         }
@@ -136,10 +119,10 @@ static void *churn(void *arg)
         held[slot] = malloc(len[slot]);
         if (!held[slot])
             return (void *)-1l;
-        fill(held[slot], len[slot], (unsigned)slot);
+        block_fill(held[slot], len[slot], (unsigned)slot);
     }
     for (int s = 0; s < 4; s++) {
-        if (held[s] && first_wrong(held[s], len[s], (unsigned)s) != len[s])
+        if (held[s] && block_first_wrong(held[s], len[s], (unsigned)s) != len[s])
             bad++;
         free(held[s]);
     }
@@ -161,30 +144,6 @@ static void threads(void)
     is(bad, 0, "%d threads, four sizes of 32-160 KiB crossing: every byte kept", NTHR);
 }
 
-static void bad_case(const char *what, int interior, const char *want1, const char *want2)
-{
-    int err;
-    pid_t pid = tap_fork_stderr(&err);
-    if (pid == 0) {
-        alarm(30);
-        char *p = malloc(100000);
-        memset(p, 3, 100000);
-        if (interior) {
-            release(p + 8192);
-        } else {
-            release(p);
-            release(p);
-        }
-        _exit(93);
-    }
-    static char text[4096];
-    int st = tap_child_stderr(pid, err, text, sizeof text);
-    int aborted = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
-    ok(aborted && strstr(text, want1) && strstr(text, want2), "%s: SIGABRT with \"%s ... %s\"", what, want1, want2);
-    if (!aborted || !strstr(text, want1))
-        diag("status %#x, stderr: %s", st, text);
-}
-
 int main(void)
 {
     pin_first_cpu();
@@ -193,7 +152,7 @@ int main(void)
     same_block(cached);
     accounting();
     threads();
-    bad_case("double free of a cached block", 0, "double free: free(", "of a free block");
-    bad_case("free inside a block", 1, "interior pointer: free(", "in a 25-page block");
+    bad_block_case("double free of a cached block", 100000, 0, "double free: free(", "of a free block");
+    bad_block_case("free inside a block", 100000, 8192, "interior pointer: free(", "in a 25-page block");
     return done_testing();
 }

@@ -41,6 +41,22 @@ struct acct_result {
     long stale;           /* a page inside a block whose descriptor still says head */
 };
 
+/* page_stats' free pages on the zone lists, and pages on the per-CPU
+ * lists (the exact-block cache's too). */
+static inline unsigned long acct_zone_free(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.free_pages;
+}
+
+static inline unsigned long acct_pcp_pages(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.pcp_pages;
+}
+
 /* The books need no other thread in the allocator, and the purger
  * (src/page/purge.c) is one: it drains idle per-CPU lists and purges old
  * free blocks, off the lists meanwhile.  Call before page_init. */

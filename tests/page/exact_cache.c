@@ -21,20 +21,6 @@
 
 #include "accounting.h"
 
-static unsigned long zone_free(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.free_pages;
-}
-
-static unsigned long on_lists(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.pcp_pages;
-}
-
 static unsigned long exact_in_use(void)
 {
     unsigned long blocks, pages;
@@ -59,14 +45,14 @@ int main(void)
         BAIL("page_alloc_exact(16) failed");
     memset(page_address(a), 0x5a, 16 * SK_PAGE_SIZE);
     page_drain_pcp();
-    unsigned long free0 = zone_free(), lists0 = on_lists();
+    unsigned long free0 = acct_zone_free(), lists0 = acct_pcp_pages();
     is(exact_in_use(), 16, "a 16-page block in use");
     page_free_exact(a);
     is(cpu_array_count(cache, cpu), 1, "freed, it is on this CPU's exact-block cache");
     ok((a->flags & (PG_PCP | PG_HEAD)) == PG_PCP, "a cached block is PG_PCP, not a head (flags %#x)", a->flags);
-    is(zone_free(), free0, "the zone did not get it");
+    is(acct_zone_free(), free0, "the zone did not get it");
     is(exact_in_use(), 0, "page_exact_stats: no block in use");
-    is(on_lists() - lists0, 16, "page_stats counts its 16 pages on the per-CPU lists");
+    is(acct_pcp_pages() - lists0, 16, "page_stats counts its 16 pages on the per-CPU lists");
     struct acct_result r;
     acct_check(NULL, 0, &r);
     acct_report(&r, "a block on the exact-block cache");
@@ -78,19 +64,19 @@ int main(void)
        "a head again, large, not known zero (flags %#x)", b->flags);
     is(b->large.nr_pages, 16, "with its 16 pages");
     is(cpu_array_count(cache, cpu), 0, "the cache is empty");
-    is(zone_free(), free0, "the zone untouched");
+    is(acct_zone_free(), free0, "the zone untouched");
     is(exact_in_use(), 16, "in use again");
     is(((unsigned char *)page_address(b))[0], 0x5a, "its bytes are the ones freed (no purge, no fault)");
 
     /* ---- another count: the cached block goes to the zone first ---- */
     page_free_exact(b);
-    unsigned long free1 = zone_free();
+    unsigned long free1 = acct_zone_free();
     struct sk_page *c = page_alloc_exact(20, 0);
     ok(c != NULL, "page_alloc_exact(20)");
     is(cpu_array_count(cache, cpu), 0, "the 16-page block left the cache");
     unsigned long expect = free1 + 16 - 20;   /* unless the zone had to grow */
-    ok(zone_free() == expect || zone_free() > free1, "the zone had its 16 pages back before the cut (%lu, %lu)",
-       zone_free(), free1);
+    ok(acct_zone_free() == expect || acct_zone_free() > free1, "the zone had its 16 pages back before the cut (%lu, %lu)",
+       acct_zone_free(), free1);
     page_free_exact(c);
     is(cpu_array_count(cache, cpu), 1, "the 20-page block is cached now");
 
@@ -98,20 +84,20 @@ int main(void)
     struct sk_page *d = page_alloc_exact(20, 2);
     ok(d != NULL && d != c, "an aligned request does not take the cached block");
     is(cpu_array_count(cache, cpu), 1, "which stays cached");
-    unsigned long free2 = zone_free();
+    unsigned long free2 = acct_zone_free();
     page_free_exact(d);
     is(cpu_array_count(cache, cpu), 1, "a second free: one block per CPU");
-    ok(zone_free() >= free2 + 20, "the second went to the zone");
+    ok(acct_zone_free() >= free2 + 20, "the second went to the zone");
     struct sk_page *big = page_alloc_exact(65, 0);
     ok(big != NULL, "page_alloc_exact(65)");
-    unsigned long free3 = zone_free();
+    unsigned long free3 = acct_zone_free();
     page_drain_pcp();
-    ok(zone_free() >= free3 + 20, "page_drain_pcp gives the cached block to the zone");
+    ok(acct_zone_free() >= free3 + 20, "page_drain_pcp gives the cached block to the zone");
     is(cpu_array_count(cache, cpu), 0, "and empties the cache");
-    free3 = zone_free();
+    free3 = acct_zone_free();
     page_free_exact(big);
     is(cpu_array_count(cache, cpu), 0, "a 65-page block is not cached");
-    ok(zone_free() >= free3 + 65, "it goes to the zone");
+    ok(acct_zone_free() >= free3 + 65, "it goes to the zone");
 
     struct page_stats st;
     unsigned long smaller = acct_all_freed(&st);

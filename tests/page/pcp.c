@@ -18,26 +18,12 @@
 #define NBLK 600
 static struct acct_block blk[NBLK];
 
-static unsigned long zone_free(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.free_pages;
-}
-
-static unsigned long pcp_total(void)
-{
-    struct page_stats st;
-    page_stats(&st);
-    return st.pcp_pages;
-}
-
 int main(void)
 {
     acct_pcp_start();
     int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
     diag("CPU %d, per-CPU arrays via %s", cpu, cpu_use_rseq ? "rseq" : "the lock fallback");
-    is(pcp_total(), 0, "fresh process: every per-CPU list is empty");
+    is(acct_pcp_pages(), 0, "fresh process: every per-CPU list is empty");
 
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
         cpu_arrays_t list = page_pcp.lists[o];
@@ -52,7 +38,7 @@ int main(void)
         blk[0].order = o;
         is(cpu_array_count(list, cpu), batch - 1, "order %u: one allocation leaves batch-1 = %u on the list", o,
            batch - 1);
-        is(pcp_total(), (unsigned long)(batch - 1) << o, "order %u: page_stats counts them", o);
+        is(acct_pcp_pages(), (unsigned long)(batch - 1) << o, "order %u: page_stats counts them", o);
         struct sk_page *top = cpu_array_at(list, cpu)->objs[batch - 2];
         ok((top->flags & PG_PCP) && top->order == o, "order %u: a listed block carries PG_PCP and its order", o);
         ok((page_of(blk[0].p)->flags & (PG_HEAD | PG_PCP)) == PG_HEAD, "order %u: the block handed out is a head",
@@ -72,7 +58,7 @@ int main(void)
             blk[i].order = o;
         }
         page_drain_pcp();
-        unsigned long zf = zone_free();
+        unsigned long zf = acct_zone_free();
         int stayed = 1;
         for (unsigned i = 0; i < high; i++) {
             sk_free_pages(blk[n - 1 - (int)i].p, o);
@@ -80,14 +66,14 @@ int main(void)
                 stayed = 0;
         }
         ok(stayed, "order %u: %u frees all stay on the list", o, high);
-        is(zone_free(), zf, "order %u: up to the high watermark the zone gets nothing", o);
-        is(pcp_total(), (unsigned long)high << o, "order %u: the list holds high = %u blocks", o, high);
+        is(acct_zone_free(), zf, "order %u: up to the high watermark the zone gets nothing", o);
+        is(acct_pcp_pages(), (unsigned long)high << o, "order %u: the list holds high = %u blocks", o, high);
 
         /* One more: a batch and this block go back to the zone. */
         sk_free_pages(blk[n - 1 - (int)high].p, o);
         is(cpu_array_count(list, cpu), high - batch, "order %u: the free past high drains a batch (%u left)", o,
            high - batch);
-        is(zone_free(), zf + ((unsigned long)(batch + 1) << o), "order %u: the zone got batch + 1 blocks", o);
+        is(acct_zone_free(), zf + ((unsigned long)(batch + 1) << o), "order %u: the zone got batch + 1 blocks", o);
 
         /* Everything back, then the books and an empty drain. */
         int left = n - 1 - (int)high;
@@ -103,7 +89,7 @@ int main(void)
         for (unsigned oo = 0; oo <= PCP_MAX_ORDER; oo++)
             for (int c = 0; c < cpu_nr_ids; c++)
                 listed += cpu_array_count(page_pcp.lists[oo], c);
-        ok(listed == 0 && pcp_total() == 0, "order %u: page_drain_pcp empties every CPU's lists", o);
+        ok(listed == 0 && acct_pcp_pages() == 0, "order %u: page_drain_pcp empties every CPU's lists", o);
     }
 
     struct acct_result r;
