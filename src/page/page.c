@@ -1028,6 +1028,19 @@ struct sk_page *page_alloc(unsigned order)
     return zone_alloc(zone_here(), order, 0, 0);
 }
 
+/* A push onto per-CPU list `l` after the fast push failed: the locked
+ * fallback (a thread without rseq), or this CPU's first use of the list,
+ * which gives it its capacity.  False: the list is full (or there are no
+ * lists, pcp=0). */
+static bool pcp_push_slow(unsigned l, struct sk_page *pg)
+{
+    if (!pcp_enabled)
+        return false;
+    if (cpu_push_locked(page_pcp.lists[l], pg) > 0)
+        return true;
+    return cpu_array_ready(page_pcp.lists[l], page_pcp.high[l]) && cpu_push(page_pcp.lists[l], pg) > 0;
+}
+
 /* page_free's rest: a per-CPU list full or not ready yet, or none.  Out
  * of line, so that the push above needs no stack frame (its batch array
  * made every free of a slab or a kblock save six registers). */
@@ -1035,10 +1048,7 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
 {
     struct zone *z = &page_zones[pg->node];
     if (order <= PCP_MAX_ORDER && pcp_enabled) {
-        if (cpu_push_locked(page_pcp.lists[order], pg) > 0)
-            return;
-        /* This CPU's first free of this order: its list gets its capacity. */
-        if (cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]) && cpu_push(page_pcp.lists[order], pg) > 0)
+        if (pcp_push_slow(order, pg))
             return;
         /* Full: drain a batch to the zone, with this block. */
         struct sk_page *batch[PCP_BATCH_MAX + 1];
@@ -1107,19 +1117,12 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
  * block.  It stays counted as an exact block in use (mallinfo2's hblkhd),
  * as glibc counts its tcache chunks as in use.
  */
-static void page_free_run(struct sk_page *pg);
-
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
 {
     if (align_order == 0 && nr_pages <= EXACT_CACHE_PAGES) {
-        struct sk_page *pg = cpu_pop(page_pcp.lists[PCP_EXACT]);
-        if (pg) {
-            if (likely(pg->large.nr_pages == nr_pages)) {
-                pg_set_flags(pg, PG_HEAD | PG_LARGE);
-                return pg;
-            }
-            page_free_run(pg);
-        }
+        struct sk_page *pg = page_exact_cached(nr_pages);
+        if (pg)
+            return pg;
     }
     unsigned order = order_for(nr_pages);
     if (order < align_order)
@@ -1147,7 +1150,7 @@ struct sk_page *page_alloc_kblock(void)
 
 /* page_free_exact's run back to its zone: out of line, so that a
  * kblock's free needs no stack frame. */
-static SK_NOINLINE void page_free_run(struct sk_page *pg)
+SK_NOINLINE void page_free_run(struct sk_page *pg)
 {
     struct zone *z = &page_zones[pg->node];
     struct sk_page *first = page_first(pg);
@@ -1162,14 +1165,12 @@ static SK_NOINLINE void page_free_run(struct sk_page *pg)
     zone_release_dirtied(z, now);
 }
 
-/* An exact block into this CPU's cache: the list's first use gives it its
- * capacity; full, or no lists (pcp=0), the block goes to its zone. */
+/* An exact block into this CPU's cache after the fast push failed; full,
+ * or no lists (pcp=0), the block goes to its zone. */
 static SK_NOINLINE void page_free_cache_slow(struct sk_page *pg)
 {
-    if (pcp_enabled && cpu_array_ready(page_pcp.lists[PCP_EXACT], page_pcp.high[PCP_EXACT]) &&
-        cpu_push(page_pcp.lists[PCP_EXACT], pg) > 0)
-        return;
-    page_free_run(pg);
+    if (!pcp_push_slow(PCP_EXACT, pg))
+        page_free_run(pg);
 }
 
 void page_free_exact(struct sk_page *pg)

@@ -237,10 +237,13 @@ static inline struct sk_page *page_kblock_cached(void)
 }
 /* Free a block of page_alloc_exact or page_alloc_kblock. */
 void page_free_exact(struct sk_page *pg);
+/* An exact block (or one off the exact-block cache) back to its zone,
+ * past the cache. */
+void page_free_run(struct sk_page *pg);
 /* The exact-block cache (page.c, page_alloc_exact): the largest block it
- * keeps, and this CPU's cached block when it has nr_pages, else NULL (a
- * block of another count goes back where it was: page_alloc_exact then
- * gives it to its zone). */
+ * keeps, and this CPU's cached block when it has nr_pages, else NULL; a
+ * block of another count goes to its zone, so the cut that follows may
+ * reuse its pages. */
 #define EXACT_CACHE_PAGES 64
 static inline struct sk_page *page_exact_cached(size_t nr_pages)
 {
@@ -251,7 +254,7 @@ static inline struct sk_page *page_exact_cached(size_t nr_pages)
         pg_set_flags(pg, PG_HEAD | PG_LARGE);
         return pg;
     }
-    page_free_exact(pg);
+    page_free_run(pg);
     return NULL;
 }
 /* Grow or shrink an exact block in place; false when it cannot grow (a
