@@ -299,14 +299,10 @@ static void *kmalloc_any(size_t size)
 
 SK_NOINLINE void *kmalloc_slow(size_t size)
 {
-    /* Above the classes: this CPU's page lists first (a kblock, or its
-     * cached exact block), as a class's array comes first below 16 KiB;
-     * what follows (the polls, a refill or a cut) runs when they have
-     * nothing, as a class's slow path does when its array is empty.
-     * Before init the lists are always-empty ones. */
-    void *kb = kmalloc_large_fast(size);
-    if (likely(kb))
-        return kb;
+    /* Above the classes, sk_malloc and malloc_inline have tried this CPU's
+     * page lists already (kmalloc_large_fast), as they try a class's
+     * array: what follows (the polls, a refill or a cut) runs when those
+     * had nothing.  Before init the lists are always-empty ones. */
     if (unlikely(slab_init() != 0))
         return NULL;
     page_purger_poll();   /* no lock held here: the purger may start, */
@@ -336,6 +332,10 @@ void *sk_malloc(size_t size)
         }
     } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
         void *obj = kmalloc_mid_fast(size);   /* 1-16 KiB: one table load too */
+        if (likely(obj))
+            return obj;
+    } else {
+        void *obj = kmalloc_large_fast(size);   /* 16-256 KiB: this CPU's page lists */
         if (likely(obj))
             return obj;
     }
