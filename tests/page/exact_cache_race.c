@@ -5,7 +5,10 @@
  * block's first and last words written with its owner and checked before
  * the free, while a fifth thread reads the statistics (page_exact_stats,
  * page_stats: the cache's blocks read with no lock but the fallback
- * path's) in a loop:
+ * path's) in a loop and every eighth time drains every CPU's lists
+ * (page_drain_pcp, as the purger's idle drain does: a remote drain of the
+ * cache racing its own CPU's pops and pushes, each drained block going
+ * to its zone while the workers cut and free blocks there):
  *  - no block is handed out twice (the words stay the owner's);
  *  - the statistics never count more blocks in use than exist;
  *  - once everything is freed no exact block is counted in use, and the
@@ -59,10 +62,16 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static long drains;
+
 static void *reader(void *arg)
 {
     (void)arg;
-    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+    for (unsigned i = 0; !__atomic_load_n(&stop, __ATOMIC_ACQUIRE); i++) {
+        if (i % 8 == 0) {
+            page_drain_pcp();
+            drains++;
+        }
         unsigned long blocks, pages;
         page_exact_stats(&blocks, &pages);
         if (blocks > WORKERS * HELD || pages > WORKERS * HELD * 40)
@@ -92,6 +101,7 @@ int main(void)
     is(bad_words, 0, "%d threads, %d rounds of 9/16/40-page blocks: every block kept its owner's words", WORKERS,
        ROUNDS);
     is(bad_stats, 0, "the statistics never counted more blocks in use than exist");
+    ok(drains > 0, "%ld remote drains of every CPU's lists ran meanwhile", drains);
     unsigned long blocks, pages;
     page_drain_pcp();
     page_exact_stats(&blocks, &pages);
