@@ -777,6 +777,99 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
     return NULL;
 }
 
+/*
+ * Huge exact blocks (more than EXACT_FIT_MIN_ORDER's half: above 1 MiB)
+ * are placed best-fit over runs of free blocks, not in a buddy block of
+ * their rounded-up order.
+ *
+ * Why: a loop of blocks of 5-25 MiB (largeblocks) each took a free block
+ * of twice its size at worst, aligned to it, and gave the tail back.  The
+ * holes left between live blocks were then mostly one order short of the
+ * next request, so requests went to other free blocks further up, and the
+ * touched memory spread over every slice of the zone: with no purging at
+ * all the peak reached 524 MiB for 300 MiB live, and with the 64 MiB dirty
+ * limit some 1.4 GB were purged and faulted back over 130 cycles.
+ * tcmalloc and glibc place such blocks in the smallest hole they fit
+ * (address order breaks ties) and stay within about 350 MiB.
+ *
+ * How: every maximal run of free blocks (dirty or clean) that holds a free
+ * block of at least order - 3 (a run of n pages has one of at least n / 4)
+ * is a candidate, at most EXACT_FIT_SCAN of them, each placed at its lowest
+ * page.  Fewest pages to fault in first (the spans say which may be
+ * resident), then the tightest run, then the lowest address.  With it, the
+ * same loop purged 724 MiB instead of 1372 and took 0.69 s instead of 1.29
+ * (tcmalloc 1.42); without purging it peaks at 415 MiB.  The peak with the
+ * dirty limit stays at 380-390 MiB (glibc 352): the zone's 64 MiB slices
+ * are bins no block crosses.  zone->lock held.
+ */
+#define EXACT_FIT_MIN_ORDER 9
+#define EXACT_FIT_SCAN 64
+
+/* The end of the run of free blocks from q (a free block's head).
+ * zone->lock held. */
+static size_t zone_free_fwd(struct sk_page *first, size_t q)
+{
+    while (q < SLICE_PAGES && (pg_flags(first + q) & PG_BUDDY))
+        q += (size_t)1 << first[q].order;
+    return q;
+}
+
+/* The pages of [q, end) that may be resident: free blocks from q, each
+ * resident to its span.  zone->lock held. */
+static size_t zone_run_resident(struct sk_page *first, size_t q, size_t end)
+{
+    size_t resident = 0;
+    while (q < end) {
+        struct sk_page *b = first + q;
+        size_t len = (size_t)1 << b->order;
+        size_t span = (pg_flags(b) & PG_CLEAN) ? 0 : b->buddy.span;
+        if (span > end - q)
+            span = end - q;
+        resident += span;
+        q += len;
+    }
+    return resident;
+}
+
+static struct sk_page *zone_take_fit(struct zone *z, unsigned order, size_t nr_pages, bool resident_only,
+                                     uint64_t now, bool *clean, bool *dirtied)
+{
+    struct sk_page *best_first = NULL;
+    size_t best_start = 0, best_len = 0, best_resident = 0, best_faults = 0;
+    unsigned scanned = 0;
+    for (unsigned o = order - 3; o <= SK_MAX_ORDER && scanned < EXACT_FIT_SCAN; o++) {
+        for (int c = 0; c < 2 && scanned < EXACT_FIT_SCAN; c++) {
+            for (struct sk_page *pg = list_of(z, o, c)->head; pg && scanned < EXACT_FIT_SCAN;
+                 pg = pg->buddy.next, scanned++) {
+                struct sk_page *first = page_first(pg);
+                size_t idx = (size_t)(pg - first);
+                size_t start = zone_free_back(first, idx, SLICE_PAGES);
+                size_t len = zone_free_fwd(first, idx) - start;
+                if (len < nr_pages)
+                    continue;
+                size_t resident = zone_run_resident(first, start, start + nr_pages);
+                size_t faults = nr_pages - resident;
+                if (best_first) {
+                    if (faults != best_faults ? faults > best_faults
+                        : len != best_len ? len > best_len
+                        : page_address(first + start) >= page_address(best_first + best_start))
+                        continue;
+                }
+                best_first = first;
+                best_start = start;
+                best_len = len;
+                best_resident = resident;
+                best_faults = faults;
+            }
+        }
+    }
+    if (!best_first || (resident_only && !best_resident))
+        return NULL;
+    *dirtied |= zone_take_until(z, best_first, best_start, best_start + nr_pages, now);
+    *clean = best_resident == 0;
+    return best_first + best_start;
+}
+
 /* With z->lock held: a block of `order` off z's lists, or NULL; with
  * exact, only its first `exact` pages, the tail going back at once (a
  * block that came clean leaves a clean tail: freeing it as dirty would
@@ -788,6 +881,11 @@ static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t ex
                                        bool resident_only, uint64_t now, bool *clean, bool *dirtied)
 {
     struct sk_page *pg = NULL;
+    if (exact && order >= EXACT_FIT_MIN_ORDER && !align_order) {
+        pg = zone_take_fit(z, order, exact, resident_only, now, clean, dirtied);
+        if (pg)
+            return pg;
+    }
     bool has_dirty = zone_has_dirty(z, order);
     if (exact && order >= EXACT_RUN_MIN_ORDER && !has_dirty)
         pg = zone_take_run(z, order, exact, align_order, now, dirtied);   /* partly resident */
