@@ -7,8 +7,9 @@
 #     (GLIBC_TUNABLES=glibc.pthread.rseq=0: the per-CPU arrays' lock
 #     fallback; the test's own diagnostic must say so), and with both;
 #   - tests/slab/barn with barn=0 and with rseq off;
-#   - tests/slab/remote_free with remote_free=0 and with rseq off (small
-#     objects freed on another CPU then stay in that CPU's array);
+#   - tests/slab/remote_free with remote_free=0, with rseq off and with
+#     allocator=slab (small objects freed on another CPU then stay in that
+#     CPU's array);
 #   - allocator=slab: kmalloc-64 and kmalloc-128 have exactly one object
 #     fewer per slab with slab_mgmt=onslab than with slab_mgmt=page (the
 #     struct slab SLAB kept inside the slab before 2014), read from the
@@ -27,7 +28,7 @@ if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..17"
+echo "1..18"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
@@ -38,6 +39,8 @@ check "remote_free with remote_free=0 (frees stay on the freeing CPU)" -e "stay 
     env SLABKIT_OPTIONS=remote_free=0 "$S/remote_free"
 check "remote_free with rseq off (no CPU to compare: the array path)" -e "stay on that CPU" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/remote_free"
+check "remote_free with allocator=slab (SLAB: the array path)" -e "SLAB: frees on CPU [0-9]* stay on that CPU" -- \
+    env SLABKIT_OPTIONS=allocator=slab "$S/remote_free"
 check "barn with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/barn"
 check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
