@@ -304,6 +304,19 @@ static inline unsigned long acct_all_freed(struct page_stats *st)
     return smaller;
 }
 
+/* The end of a page test that freed everything: the books balance
+ * (acct_all_freed), every whole slice is one block of the largest order
+ * again, and no exact block is counted in use.  Three or more TAP lines. */
+static inline void acct_end(void)
+{
+    struct page_stats st;
+    unsigned long smaller = acct_all_freed(&st);
+    is(smaller, 0, "all freed: every slice one block of order %d again", SK_MAX_ORDER);
+    unsigned long blocks, pages;
+    page_exact_stats(&blocks, &pages);
+    ok(blocks == 0 && pages == 0, "no exact block counted in use (%lu blocks, %lu pages)", blocks, pages);
+}
+
 /* Pages the zones hold in open frontier slices (not whole slices). */
 static inline unsigned long acct_frontier_pages(void)
 {

@@ -102,10 +102,6 @@ int main(void)
     page_free_exact(c);
     page_drain_pcp();
 
-    struct page_stats st;
-    unsigned long smaller = acct_all_freed(&st);
-    is(smaller, 0, "all freed: every whole slice one block of order %d again", SK_MAX_ORDER);
-    page_exact_stats(&blocks, &pages);
-    ok(blocks == 0 && pages == 0, "no large block counted in use (%lu, %lu)", blocks, pages);
+    acct_end();
     return done_testing();
 }
