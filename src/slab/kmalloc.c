@@ -446,6 +446,8 @@ void *sk_calloc(size_t nmemb, size_t size)
     return p;
 }
 
+#define REALLOC_COLD_MIN 1024
+
 void *sk_realloc(void *p, size_t size)
 {
     if (!p)
@@ -454,7 +456,7 @@ void *sk_realloc(void *p, size_t size)
         sk_free(p);
         return NULL;
     }
-    struct slab_cache *c;
+    struct slab_cache *c = NULL;
     size_t old;
     if (slab_of_object(p, &c)) {
         if (unlikely(slab_marked_free(c, p)))
@@ -485,7 +487,23 @@ void *sk_realloc(void *p, size_t size)
     if (!q)
         return NULL;
     memcpy(q, p, size < old ? size : old);
-    sk_free(p);
+    /* Outgrown: an object of 1 KiB or more that the program made larger
+     * goes back to its slab, not onto this CPU's array, when that array
+     * holds an object of the class already (for the next malloc of it).
+     * Buffers grown side by side by realloc leave one object of every
+     * class on their way; on the arrays they waited for mallocs of their
+     * classes, and the arrays of the 1-16 KiB classes pinned their slabs
+     * (bench/peers realloc_grow: slabs of 1.2 MiB for 0.1 MiB of objects;
+     * peak 11.3 -> 10.7 MiB, same time).  In the slab an object is taken
+     * again as soon as any, and a slab that empties goes back to the page
+     * allocator.  An empty array still takes it: one buffer grown again
+     * and again reuses the same objects at the array's speed (always to
+     * the slab, such a loop took 56 ns a realloc instead of 46). */
+    if (c && size > old && old >= REALLOC_COLD_MIN && c->mode == SLAB_MODE_SLUB &&
+        cpu_array_len(cpu_array_at(slab_arrays(c), cpu_current())) > 0)
+        slab_free_cold(c, p);
+    else
+        sk_free(p);
     return q;
 }
 

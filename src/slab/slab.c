@@ -705,6 +705,13 @@ void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj)
     slab_free_chain(c, head, obj, obj, 1);
 }
 
+/* slab.h: an object its program outgrew goes back to its slab. */
+void slab_free_cold(struct slab_cache *c, void *obj)
+{
+    *slab_marker(c, obj) = slab_free_key;
+    slab_free_chain(c, slab_head(page_of(obj)), obj, obj, 1);
+}
+
 /* ---- the double-free search (slab_free_suspect) ---- */
 
 /* Is obj one of the first `max` links of the freelist at fl?  A racing

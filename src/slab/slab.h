@@ -552,6 +552,12 @@ static inline void slab_free_sized(struct slab_cache *c, void *p, const char *ca
  * sharing, and lines last written by the other CPU). */
 void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj);
 
+/* A checked live object of c (SLUB mode) that realloc moved to a larger
+ * class: back to its slab's freelist, not into this CPU's array, where it
+ * would wait for the next malloc of its class with its slab pinned
+ * (sk_realloc says why). */
+void slab_free_cold(struct slab_cache *c, void *obj);
+
 /* slab_free for an object whose slab page pg (head or tail) the caller
  * has: an object of a slab frozen to another CPU goes home. */
 static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *obj,
