@@ -19,6 +19,7 @@
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,23 @@ static void warm(size_t size)
             BAIL("malloc(%zu) failed", size);
     for (int i = 0; i < WARM; i++)
         release(w[i]);
+}
+
+/* realloc a new object of `size` to `bigger` (one TAP line: it moved),
+ * with every array emptied into its slabs first if `trim`; then whether
+ * the next malloc(size) is the moved-from object. */
+static bool next_is_moved_from(size_t size, size_t bigger, bool trim)
+{
+    unsigned char *a = malloc(size);
+    if (trim)
+        malloc_trim(0);
+    unsigned char *b = grow(a, bigger);
+    ok(b && b != a, "realloc(%zu -> %zu) moved the block", size, bigger);
+    unsigned char *n = malloc(size);
+    bool same = n == a;
+    release(n);
+    release(b);
+    return same;
 }
 
 static long in_use(const char *cache)
@@ -95,23 +113,12 @@ int main(int argc, char **argv)
 
     /* ---- under 1 KiB: the array, as any free ---- */
     warm(200);
-    unsigned char *s = malloc(200);
-    unsigned char *t = grow(s, 2000);
-    ok(t && t != s, "realloc(200 -> 2000) moved the block");
-    unsigned char *u = malloc(200);
-    ok(u == s, "a 200-byte object moved from goes to the array: the next malloc(200) is it");
-    release(u);
-    release(t);
+    ok(next_is_moved_from(200, 2000, false),
+       "a 200-byte object moved from goes to the array: the next malloc(200) is it");
 
     /* ---- an empty array: the array, for the next malloc ---- */
-    unsigned char *e = malloc(3000);          /* kmalloc-3072 */
-    malloc_trim(0);                           /* every array emptied into its slabs */
-    unsigned char *f = grow(e, 9000);
-    ok(f && f != e, "realloc(3000 -> 9000) moved the block");
-    unsigned char *g = malloc(3000);
-    ok(g == e, "with kmalloc-3072's array empty, the moved-from object went onto it: the next malloc(3000) is it");
-    release(g);
-    release(f);
+    ok(next_is_moved_from(3000, 9000, true),
+       "with kmalloc-3072's array empty, the moved-from object went onto it: the next malloc(3000) is it");
 
     /* ---- the moved-from pointer freed: a double free ---- */
     int err;
