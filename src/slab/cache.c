@@ -303,7 +303,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * free must reach the slow path (sheaves=0, slub_debug, memcheck or
      * ASan watching) have arrays of capacity 0. */
     bool remote = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq &&
-                  c->size < CACHE_LINE;
+                  c->size < CACHE_LINE && c->order == 0;   /* the free path reads the owner at pg */
     c->remote_free = remote ? 0xff : 0;
     cpu_arrays_init(c->arrays, 0);    /* each CPU's cap is set on first use */
 }
