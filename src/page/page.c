@@ -676,14 +676,20 @@ static inline void zone_count_exact(struct zone *z, long blocks, long pages)
 #define EXACT_RUN_TRIES 8      /* dirty blocks looked at per order */
 #define EXACT_RUN_ORDERS 3     /* the orders below the request tried */
 
-/* Whether the pages [q, end) of a slice are all free blocks, one after
- * another from q (a partial slice's unmapped descriptors are zero: never
- * free).  zone->lock held. */
-static bool zone_free_until(struct sk_page *first, size_t q, size_t end)
+/* How far free blocks reach from q, one after another, stopping at end
+ * (a partial slice's unmapped descriptors are zero: never free); q itself
+ * when no free block starts there.  zone->lock held. */
+static size_t zone_free_fwd(struct sk_page *first, size_t q, size_t end)
 {
     while (q < end && (pg_flags(first + q) & PG_BUDDY))
         q += (size_t)1 << first[q].order;
-    return q >= end;
+    return q;
+}
+
+/* Whether the pages [q, end) of a slice are all free blocks. */
+static bool zone_free_until(struct sk_page *first, size_t q, size_t end)
+{
+    return zone_free_fwd(first, q, end) >= end;
 }
 
 /* The lowest page p >= idx - limit such that [p, idx) is whole free
@@ -805,15 +811,6 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
 #define EXACT_FIT_MIN_ORDER 9
 #define EXACT_FIT_SCAN 64
 
-/* The end of the run of free blocks from q (a free block's head).
- * zone->lock held. */
-static size_t zone_free_fwd(struct sk_page *first, size_t q)
-{
-    while (q < SLICE_PAGES && (pg_flags(first + q) & PG_BUDDY))
-        q += (size_t)1 << first[q].order;
-    return q;
-}
-
 /* The pages of [q, end) that may be resident: free blocks from q, each
  * resident to its span.  zone->lock held. */
 static size_t zone_run_resident(struct sk_page *first, size_t q, size_t end)
@@ -831,43 +828,51 @@ static size_t zone_run_resident(struct sk_page *first, size_t q, size_t end)
     return resident;
 }
 
+/* A candidate placement of zone_take_fit: the run [start, start + len)
+ * of slice `first`, with `resident` pages of the block's first nr_pages
+ * maybe resident. */
+struct fit {
+    struct sk_page *first;
+    size_t start, len, resident;
+};
+
+/* Whether a is the better placement: more resident pages (fewer to fault
+ * in), then the tighter run, then the lower address. */
+static bool fit_better(const struct fit *a, const struct fit *b)
+{
+    if (a->resident != b->resident)
+        return a->resident > b->resident;
+    if (a->len != b->len)
+        return a->len < b->len;
+    return page_address(a->first + a->start) < page_address(b->first + b->start);
+}
+
 static struct sk_page *zone_take_fit(struct zone *z, unsigned order, size_t nr_pages, bool resident_only,
                                      uint64_t now, bool *clean, bool *dirtied)
 {
-    struct sk_page *best_first = NULL;
-    size_t best_start = 0, best_len = 0, best_resident = 0, best_faults = 0;
+    struct fit best = { NULL, 0, 0, 0 };
     unsigned scanned = 0;
-    for (unsigned o = order - 3; o <= SK_MAX_ORDER && scanned < EXACT_FIT_SCAN; o++) {
-        for (int c = 0; c < 2 && scanned < EXACT_FIT_SCAN; c++) {
-            for (struct sk_page *pg = list_of(z, o, c)->head; pg && scanned < EXACT_FIT_SCAN;
-                 pg = pg->buddy.next, scanned++) {
-                struct sk_page *first = page_first(pg);
-                size_t idx = (size_t)(pg - first);
-                size_t start = zone_free_back(first, idx, SLICE_PAGES);
-                size_t len = zone_free_fwd(first, idx) - start;
-                if (len < nr_pages)
-                    continue;
-                size_t resident = zone_run_resident(first, start, start + nr_pages);
-                size_t faults = nr_pages - resident;
-                if (best_first) {
-                    if (faults != best_faults ? faults > best_faults
-                        : len != best_len ? len > best_len
-                        : page_address(first + start) >= page_address(best_first + best_start))
-                        continue;
-                }
-                best_first = first;
-                best_start = start;
-                best_len = len;
-                best_resident = resident;
-                best_faults = faults;
-            }
+    for (unsigned l = 2 * (order - 3); l < 2 * (SK_MAX_ORDER + 1); l++) {   /* each order: dirty, clean */
+        for (struct sk_page *pg = list_of(z, l / 2, l % 2)->head; pg; pg = pg->buddy.next) {
+            if (scanned++ == EXACT_FIT_SCAN)
+                goto done;
+            struct fit f = { page_first(pg), 0, 0, 0 };
+            size_t idx = (size_t)(pg - f.first);
+            f.start = zone_free_back(f.first, idx, SLICE_PAGES);
+            f.len = zone_free_fwd(f.first, idx, SLICE_PAGES) - f.start;
+            if (f.len < nr_pages)
+                continue;
+            f.resident = zone_run_resident(f.first, f.start, f.start + nr_pages);
+            if (!best.first || fit_better(&f, &best))
+                best = f;
         }
     }
-    if (!best_first || (resident_only && !best_resident))
+done:
+    if (!best.first || (resident_only && !best.resident))
         return NULL;
-    *dirtied |= zone_take_until(z, best_first, best_start, best_start + nr_pages, now);
-    *clean = best_resident == 0;
-    return best_first + best_start;
+    *dirtied |= zone_take_until(z, best.first, best.start, best.start + nr_pages, now);
+    *clean = best.resident == 0;
+    return best.first + best.start;
 }
 
 /* With z->lock held: a block of `order` off z's lists, or NULL; with
