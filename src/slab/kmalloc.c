@@ -457,8 +457,9 @@ void *sk_realloc(void *p, size_t size)
         return NULL;
     }
     struct slab_cache *c = NULL;
+    struct sk_page *pg = slab_of_object(p, &c);   /* NULL: not a slab object */
     size_t old;
-    if (slab_of_object(p, &c)) {
+    if (pg) {
         if (unlikely(slab_marked_free(c, p)))
             slab_free_suspect(c, p, "realloc");
         old = slab_usable_of(c, p);
@@ -478,8 +479,7 @@ void *sk_realloc(void *p, size_t size)
          * it are free: no copy, and no second copy resident meanwhile. */
         struct vm_slice *s = vm_slice_of(p);
         if (size > KMALLOC_MAX_CACHE_SIZE && s->kind != VM_SLICE_DIRECT) {
-            struct sk_page *pg = page_of_slice(s, p);
-            if (page_resize_exact(pg, (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT))
+            if (page_resize_exact(page_of_slice(s, p), (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT))
                 return p;
         }
     }
@@ -499,9 +499,9 @@ void *sk_realloc(void *p, size_t size)
      * allocator.  An empty array still takes it: one buffer grown again
      * and again reuses the same objects at the array's speed (always to
      * the slab, such a loop took 56 ns a realloc instead of 46). */
-    if (c && size > old && old >= REALLOC_COLD_MIN && c->mode == SLAB_MODE_SLUB &&
-        cpu_array_len(cpu_array_at(slab_arrays(c), cpu_current())) > 0)
-        slab_free_cold(c, p);
+    if (pg && size > old && old >= REALLOC_COLD_MIN && c->mode == SLAB_MODE_SLUB &&
+        cpu_array_count(slab_arrays(c), cpu_current()) > 0)
+        slab_free_cold(c, pg->slab.head, p);
     else
         sk_free(p);
     return q;

@@ -706,10 +706,10 @@ void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj)
 }
 
 /* slab.h: an object its program outgrew goes back to its slab. */
-void slab_free_cold(struct slab_cache *c, void *obj)
+void slab_free_cold(struct slab_cache *c, struct sk_page *head, void *obj)
 {
     *slab_marker(c, obj) = slab_free_key;
-    slab_free_chain(c, slab_head(page_of(obj)), obj, obj, 1);
+    slab_free_chain(c, head, obj, obj, 1);
 }
 
 /* ---- the double-free search (slab_free_suspect) ---- */
