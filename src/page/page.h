@@ -127,6 +127,11 @@ struct page_list {
     unsigned long nr;
 };
 
+/* The per-CPU lists go back to their zone before a request takes fresh
+ * memory (page.c, zone_drain_before_fresh) at most once in this many ms,
+ * the first time this long after page_init. */
+#define FRESH_DRAIN_MS 10
+
 struct zone {
     lock_t lock;                       /* protects everything below but the
                                         * grow_lock fields */
@@ -157,7 +162,8 @@ struct zone {
      * dirtied_at (splits keep the parent's age, merges the oldest part's),
      * so once dirtied_at is decay_ms old, all of them are. */
     uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
-    uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c) */
+    uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c),
+                                        * or of page_init: at most one a FRESH_DRAIN_MS */
     unsigned long dirty_seq;           /* frees that made dirty blocks */
     unsigned long exact_blocks;        /* exact (large kmalloc) blocks in use, */
     unsigned long exact_pages;         /* and their pages; atomic stores */

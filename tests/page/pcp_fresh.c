@@ -2,6 +2,9 @@
  * pcp_fresh — free pages parked on a per-CPU list of one order serve a
  * request of another order before the zone hands out never-used memory
  * (page.c, zone_drain_before_fresh), on a thread pinned to one CPU:
+ *  - within FRESH_DRAIN_MS of page_init nothing drains: at start-up the
+ *    lists hold only never-touched pages their first refills left, and a
+ *    drain would interrupt every CPU and start the purger for nothing;
  *  - order-0 pages written and freed stay on this CPU's order-0 list, the
  *    zone holds no free resident memory;
  *  - order-2 requests then drain the lists into the zone (once), where
@@ -19,7 +22,7 @@
 #define NSMALL 96   /* order-0 pages: under the order-0 high watermark */
 #define NBIG 16     /* order-2 blocks: 64 pages, fewer than NSMALL */
 
-static char *small[NSMALL], *big[NBIG];
+static char *small[NSMALL], *big[NBIG], *early;
 
 static struct page_stats stats(void)
 {
@@ -30,9 +33,28 @@ static struct page_stats stats(void)
 
 int main(void)
 {
+    uint64_t t0 = os_now_ms_coarse();   /* page_init is at or after this */
     acct_pcp_start();
     if (page_pcp.high[0] < NSMALL + 1)
         skip_all("order-0 high watermark %u is under %d", page_pcp.high[0], NSMALL + 1);
+
+    /* Start-up: pages on the order-0 list, then an order-2 request that
+     * finds no free resident block, within FRESH_DRAIN_MS of page_init. */
+    for (int i = 0; i < NSMALL; i++)
+        if (!(small[i] = sk_alloc_pages(0)))
+            BAIL("sk_alloc_pages(0) failed");
+    for (int i = 0; i < NSMALL; i++)
+        sk_free_pages(small[i], 0);
+    unsigned long before = stats().pcp_fresh_drains;
+    if (!(early = sk_alloc_pages(2)))
+        BAIL("sk_alloc_pages(2) failed");
+    unsigned long age = (unsigned long)(os_now_ms_coarse() - t0);
+    if (age < FRESH_DRAIN_MS)
+        is(stats().pcp_fresh_drains, before, "%lu ms after page_init an order-2 request drains nothing", age);
+    else
+        skip("%lu ms between page_init and the request: past the start-up window", age);
+    struct timespec ts = { 0, (FRESH_DRAIN_MS + 5) * 1000000L };
+    nanosleep(&ts, NULL);
 
     /* Pages written (resident), freed onto this CPU's order-0 list. */
     page_drain_pcp();
@@ -85,6 +107,7 @@ int main(void)
     big[0] = sk_alloc_pages(3);
     is(stats().pcp_fresh_drains, drains0, "two pages on a list: an order-3 request drains nothing");
     sk_free_pages(big[0], 3);
+    sk_free_pages(early, 2);
 
     page_drain_pcp();
     struct acct_result r;
