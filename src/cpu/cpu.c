@@ -19,8 +19,10 @@
  *    value up to CPU_ARRAY_MAX is safe for them, and a count at or above
  *    cap reads as full.
  * Lock order: an array lock is a leaf; nothing else is taken inside it.
+ * pool_lock (carving new sets) is a leaf too.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -72,6 +74,40 @@ void cpu_init(void)
 size_t cpu_arrays_bytes(void)
 {
     return (size_t)(cpu_nr_ids + 1) * CPU_ARRAY_STRIDE;
+}
+
+/* Sets come from pools of CPU_SETS_PER_ROW, CPU-major: row k of a pool
+ * holds CPU k's arrays of its sets side by side.  pool_lock guards the
+ * pool being carved (a leaf; held across the mmap of a new pool, which
+ * only cache creation and init wait for). */
+static spinlock_t pool_lock = SPINLOCK_INIT;
+static char *pool_next;
+static unsigned pool_left;
+
+cpu_arrays_t cpu_arrays_alloc(void)
+{
+    spin_lock(&pool_lock);
+    if (!pool_left) {
+        char *mem = os_map(SK_ALIGN_UP(cpu_arrays_bytes(), SK_PAGE_SIZE), SK_PAGE_SIZE);
+        if (!mem) {
+            spin_unlock(&pool_lock);
+            errno = ENOMEM;
+            return NULL;
+        }
+        pool_next = mem;
+        pool_left = CPU_SETS_PER_ROW;
+    }
+    cpu_arrays_t tab = (cpu_arrays_t)pool_next;
+    pool_next += CPU_ARRAY_BYTES;
+    pool_left--;
+    spin_unlock(&pool_lock);
+    return tab;
+}
+
+void cpu_arrays_clear(cpu_arrays_t tab)
+{
+    for (int i = 0; i < cpu_nr_slots(); i++)
+        memset(cpu_array_at(tab, i), 0, CPU_ARRAY_BYTES);
 }
 
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
@@ -160,6 +196,12 @@ int cpu_slot(void)
 void cpu_atfork_child(void)
 {
     cpu_thread_slot = -1;
+    /* A thread caught carving a set: abandon its pool (the next set maps
+     * a new one). */
+    if (spin_is_locked(&pool_lock)) {
+        pool_left = 0;
+        spin_unlock(&pool_lock);
+    }
 }
 
 /* ---- fallback: the same arrays under their locks ---- */

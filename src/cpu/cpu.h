@@ -46,15 +46,22 @@
 
 /* CPU ids with arrays of their own; a CPU beyond (machines with more) runs
  * on the shared slot, correct but locked.  It also bounds the static
- * always-empty set below: 1 MiB of address space, not 4. */
+ * always-empty set below: 4 MiB of address space. */
 #define CPU_MAX_IDS 1024
 #define CPU_ARRAY_LOCKED 0x8000u
 #define CPU_ARRAY_COUNT 0x7fffu
 #define CPU_ARRAY_MAX 125         /* largest capacity: 24 + 125 * 8 = 1024 */
+#define CPU_ARRAY_BYTES 1024u     /* one array's room */
 /* Every CPU's array of a set lies at base + cpu * CPU_ARRAY_STRIDE: the
- * fast path finds it with a multiply, not a load. */
-#define CPU_ARRAY_SHIFT 10
+ * fast path finds it with a shift, not a load.  The stride is a page, a
+ * row that holds the arrays of CPU_SETS_PER_ROW sets side by side
+ * (cpu_arrays_alloc): a CPU that runs a few caches touches a page for
+ * every four of them, where a stride of one array put every cache's
+ * array of a CPU on a page of its own more often than not (a program
+ * using 29 classes faulted 22 pages of arrays on two CPUs, 8 now). */
+#define CPU_ARRAY_SHIFT 12
 #define CPU_ARRAY_STRIDE (1u << CPU_ARRAY_SHIFT)
+#define CPU_SETS_PER_ROW (CPU_ARRAY_STRIDE / CPU_ARRAY_BYTES)
 #define CPU_OP_POP  0xffffull     /* one pop: count - 1, ops + 1 */
 #define CPU_OP_PUSH 0x10001ull    /* one push: count + 1, ops + 1 */
 
@@ -73,16 +80,18 @@ _Static_assert(__builtin_offsetof(struct cpu_array, sentinel) == 16, "asm: senti
 _Static_assert(__builtin_offsetof(struct cpu_array, objs) == 24, "asm: objs at 24");
 _Static_assert(__builtin_offsetof(struct rseq, cpu_id) == 4, "asm: rseq cpu_id at 4");
 _Static_assert(__builtin_offsetof(struct rseq, rseq_cs) == 8, "asm: rseq_cs at 8");
-_Static_assert(24 + CPU_ARRAY_MAX * 8 <= CPU_ARRAY_STRIDE, "an array fits its stride");
+_Static_assert(24 + CPU_ARRAY_MAX * 8 <= CPU_ARRAY_BYTES, "an array fits its room");
+_Static_assert(CPU_ARRAY_STRIDE % CPU_ARRAY_BYTES == 0, "a row holds whole arrays");
 
 static inline unsigned cpu_array_len(const struct cpu_array *a)
 {
     return (unsigned)(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & CPU_ARRAY_COUNT);
 }
 
-/* A per-CPU array set: cpu_nr_ids + 1 arrays, CPU_ARRAY_STRIDE apart; the
- * last is the shared slot (cpu_nr_ids): in rseq mode, threads without rseq
- * use it under its lock; no sequence ever reaches it. */
+/* A per-CPU array set: cpu_nr_ids + 1 arrays, CPU_ARRAY_STRIDE apart, each
+ * of CPU_ARRAY_BYTES; the last is the shared slot (cpu_nr_ids): in rseq
+ * mode, threads without rseq use it under its lock; no sequence ever
+ * reaches it. */
 typedef struct cpu_array *cpu_arrays_t;
 
 static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
@@ -101,7 +110,7 @@ extern bool cpu_membarrier_ok SK_INTERNAL;
 /* Array slots of a set: every CPU's, and the shared slot. */
 static inline int cpu_nr_slots(void) { return cpu_nr_ids + 1; }
 /* Before init every cache points here: CPU_MAX_IDS + 1 zeroed arrays
- * (cap 0: always empty, always full), in zero-filled BSS. */
+ * (cap 0: always empty, always full), in zero-filled BSS never written. */
 extern char cpu_empty_mem[] SK_INTERNAL;
 #define cpu_empty_arrays ((cpu_arrays_t)cpu_empty_mem)
 
@@ -112,6 +121,12 @@ void cpu_init(void);
  * touched only for CPUs that run the cache). */
 size_t cpu_arrays_bytes(void);
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
+/* A zeroed set of its own (after cpu_init), one of the CPU_SETS_PER_ROW
+ * that share a pool's rows: NULL with errno ENOMEM when the OS refuses a
+ * pool.  Sets are never unmapped (a racing reader may hold one); a user
+ * that is done with one clears it (cpu_arrays_clear) for its next use. */
+cpu_arrays_t cpu_arrays_alloc(void);
+void cpu_arrays_clear(cpu_arrays_t tab);
 /* Give this thread's array (its CPU's, or its fallback slot's) `cap`
  * slots if it has none yet.  Slow paths call it before pushing; it returns
  * the array's capacity now (`cap` where the thread has no array). */

@@ -1057,21 +1057,20 @@ static int page_init_locked(void)
         page_pcp.high[o] = high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
     }
-    /* Every order's lists in one mapping, each CPU's list given its
-     * capacity when that CPU first uses it (cpu_array_ready, in the refill
-     * and the overflow paths): a page for each order, all written at init,
-     * made four resident pages on two CPUs; now a CPU's lists are written
-     * only where it uses them.  Lists mapped by an earlier, failed,
-     * attempt are kept. */
-    if (pcp_enabled && page_pcp.lists[0] == cpu_empty_arrays) {
-        size_t bytes = cpu_arrays_bytes();
-        char *mem = os_map(SK_ALIGN_UP(bytes * PCP_NR_LISTS, SK_PAGE_SIZE), SK_PAGE_SIZE);
-        if (!mem) {
-            errno = ENOMEM;
-            return -1;    /* the lists still empty stay always-empty */
-        }
-        for (unsigned o = 0; o < PCP_NR_LISTS; o++)
-            page_pcp.lists[o] = cpu_arrays_init(mem + o * bytes, 0);
+    /* Each order's lists a set of the CPU layer's pools (a CPU's lists of
+     * four orders on one page), each CPU's list given its capacity when
+     * that CPU first uses it (cpu_array_ready, in the refill and the
+     * overflow paths): a page for each order, all written at init, made
+     * four resident pages on two CPUs; now a CPU's lists are written only
+     * where it uses them.  Lists set up by an earlier, failed, attempt
+     * are kept. */
+    for (unsigned o = 0; pcp_enabled && o < PCP_NR_LISTS; o++) {
+        if (page_pcp.lists[o] != cpu_empty_arrays)
+            continue;
+        cpu_arrays_t tab = cpu_arrays_alloc();
+        if (!tab)
+            return -1;    /* errno ENOMEM; the lists still empty stay always-empty */
+        page_pcp.lists[o] = cpu_arrays_init(tab, 0);
     }
     purge_init();
     __atomic_store_n(&page_ready, true, __ATOMIC_RELEASE);

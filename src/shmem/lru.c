@@ -39,12 +39,10 @@ int lru_init(void)
 {
     for (int n = 0; n < MAX_NUMNODES; n++)
         lock_reset(&shmem_lru[n].lock);
-    void *mem = os_map(SK_ALIGN_UP(cpu_arrays_bytes(), SK_PAGE_SIZE), SK_PAGE_SIZE);
-    if (!mem) {
-        errno = ENOMEM;
-        return -1;
-    }
-    lru_batches = cpu_arrays_init(mem, LRU_BATCH);
+    cpu_arrays_t tab = cpu_arrays_alloc();
+    if (!tab)
+        return -1;     /* errno ENOMEM */
+    lru_batches = cpu_arrays_init(tab, LRU_BATCH);
     return 0;
 }
 

@@ -346,16 +346,16 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
             barn[n] = c->node[n].barn.objs;
         arrays = c->arrays;
         memset(c, 0, sizeof *c);
-        memset(arrays, 0, cpu_arrays_bytes());
+        cpu_arrays_clear((cpu_arrays_t)arrays);
         memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and
-         * the carving has no free).  The slab_cpu array right before the
-         * arrays: a program on one CPU touches its CPU's slab_cpu and
-         * array of a class, and those share a page more often than not. */
+         * the carving has no free).  The arrays come from the CPU layer's
+         * pools, CPU-major (four caches' arrays of a CPU on one page); the
+         * slab_cpu arrays of successive caches lie together here. */
         c = meta_zalloc(&meta_structs, sizeof *c);
         cpu = c ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
-        arrays = cpu ? meta_zalloc(&meta_percpu, cpu_arrays_bytes()) : NULL;
+        arrays = cpu ? (unsigned char *)cpu_arrays_alloc() : NULL;
         if (!arrays)
             return NULL;
         /* sheaves=0 (SLUB only: SLAB's array caches are its design): the

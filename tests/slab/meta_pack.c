@@ -4,20 +4,26 @@
  *  - the cache structs are packed: the 37 kmalloc caches' structs span no
  *    more pages than their bytes need (they sat on a page each when the
  *    per-CPU arrays were inline);
- *  - the per-CPU arrays, slab_cpu arrays and barns of classes never used
- *    are never touched: the pages that hold only those of kmalloc-10240 to
- *    kmalloc-16384 are not resident (mincore), in the per-CPU area and in
- *    the barns' area;
+ *  - the barns of classes never used are never touched: the pages that
+ *    hold only those of kmalloc-10240 to kmalloc-16384 are not resident
+ *    (mincore);
  *  - using one of those classes touches its own;
+ *  - the per-CPU arrays lie CPU-major (src/cpu, cpu_arrays_alloc): on a
+ *    thread pinned to one CPU, a malloc and free of every kmalloc class
+ *    leave that CPU's arrays of all of them on one resident page per
+ *    CPU_SETS_PER_ROW classes (they took a page each, or one per three,
+ *    when a set's arrays lay side by side), and no other CPU's resident;
  *  - slabkit's big zero arrays (SK_BIG_BSS: section .bss.sk_big) lie after the
  *    small variables it writes at start-up, so those share a few pages
- *    instead of sitting one to a page between the arrays, and the 1 MiB
+ *    instead of sitting one to a page between the arrays, and the 4 MiB
  *    empty per-CPU set stays untouched.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpus.h"
 #include "page/page.h"
 #include "slab/slab.h"
 #include "vm/vm.h"
@@ -40,33 +46,25 @@ static long resident_inside(uintptr_t lo, uintptr_t hi, long *pages)
     return *pages ? resident_pages((void *)a, (size_t)*pages) : 0;
 }
 
-/* The span of a cache's per-CPU metadata (slab_cpu, arrays; barn: its
- * barn, which lies in an area of its own). */
-static void percpu_span(const struct slab_cache *c, bool barn, uintptr_t *lo, uintptr_t *hi)
+/* The span of a cache's barn, which lies in an area of its own. */
+static void barn_span(const struct slab_cache *c, uintptr_t *lo, uintptr_t *hi)
 {
-    uintptr_t p[2] = { (uintptr_t)c->arrays, (uintptr_t)c->cpu };
-    uintptr_t e[2] = { p[0] + cpu_arrays_bytes(), p[1] + sizeof(struct slab_cpu) * (size_t)cpu_nr_ids };
-    if (barn) {
-        p[0] = (uintptr_t)c->node[0].barn.objs;
-        e[0] = p[0] + SLAB_BARN_MAX * sizeof(void *);
-        p[1] = e[1] = 0;
-    }
-    *lo = UINTPTR_MAX;
-    *hi = 0;
-    for (int i = 0; i < 2; i++) {
-        if (!p[i])
-            continue;
-        if (p[i] < *lo)
-            *lo = p[i];
-        if (e[i] > *hi)
-            *hi = e[i];
-    }
+    *lo = (uintptr_t)c->node[0].barn.objs;
+    *hi = *lo + SLAB_BARN_MAX * sizeof(void *);
+}
+
+static bool page_resident(const void *p)
+{
+    return resident_pages((void *)SK_ALIGN_DOWN((uintptr_t)p, SK_PAGE_SIZE), 1) == 1;
 }
 
 int main(void)
 {
+    os_options_init();
     if (sk_opt.allocator != SK_ALLOC_SLUB || !sk_opt.sheaves)
         skip_all("the layout under test is SLUB's with sheaves");
+    os_options_parse("background=0");    /* no purger thread: nothing runs on another CPU */
+    int me = pin_first_cpu();
     void *volatile first = malloc(16);
     free(first);
     if (slab_init() != 0)
@@ -89,10 +87,9 @@ int main(void)
     ok(n >= 36 && spans <= need + 1, "%u kmalloc cache structs span %zu pages (their bytes need %zu)", n, spans,
        need);
 
-    /* Classes from 10 KiB up: never used here, their per-CPU metadata
-     * untouched. */
+    /* Classes from 10 KiB up: never used here, their barns untouched. */
     static const char *const big[] = { "kmalloc-10240", "kmalloc-12288", "kmalloc-14336", "kmalloc-16384" };
-    for (int barn = 0; barn < 2; barn++) {
+    {
         uintptr_t blo = UINTPTR_MAX, bhi = 0;
         int found = 0;
         for (unsigned i = 0; i < sizeof big / sizeof big[0]; i++) {
@@ -101,7 +98,7 @@ int main(void)
                 continue;
             found++;
             uintptr_t a, b;
-            percpu_span(c, barn, &a, &b);
+            barn_span(c, &a, &b);
             if (a < blo)
                 blo = a;
             if (b > bhi)
@@ -111,8 +108,7 @@ int main(void)
             BAIL("kmalloc-10240..16384 not all there (%d)", found);
         long pages, res = resident_inside(blo, bhi, &pages);
         ok(bhi - blo < (64u << 10) && pages >= 3 && res == 0,
-           "the %s of 4 classes never used are not resident (%ld of %ld whole pages)",
-           barn ? "barns" : "slab_cpu and per-CPU arrays", res, pages);
+           "the barns of 4 classes never used are not resident (%ld of %ld whole pages)", res, pages);
     }
 
     /* Using one touches its own. */
@@ -124,6 +120,52 @@ int main(void)
                                         SK_ALIGN_UP((uintptr_t)c->arrays + cpu_arrays_bytes(), SK_PAGE_SIZE),
                                         &apages);
     ok(ares >= 1, "a malloc(12000) and free touch kmalloc-12288's arrays (%ld of %ld pages resident)", ares, apages);
+
+    /* Every class on this CPU: its arrays CPU-major. */
+    int cpu = cpu_use_rseq ? (int)cpu_rseq_area()->cpu_id : -1;
+    if (me < 0 || cpu < 0 || cpu >= cpu_nr_ids) {
+        skip("not pinned to one CPU with rseq (pinned %d, rseq id %d): no CPU's row to look at", me, cpu);
+        skip("no other CPU's rows to look at");
+    } else {
+        unsigned nc = 0;
+        uintptr_t pages[KMALLOC_NR_CLASSES];
+        size_t npages = 0;
+        long others = 0, other_pages = 0;
+        bool all_res = true;
+        /* Another CPU's rows that start-up code run before the pinning
+         * (the C library's own mallocs) touched: not counted. */
+        static bool before[KMALLOC_NR_CLASSES][2];
+        for (unsigned i = 0; i < kmalloc_nr_classes; i++)
+            for (int o = 0; o < cpu_nr_ids && o < 2; o++)
+                before[i][o] = o != cpu && page_resident(cpu_array_at(slab_arrays(kmalloc_caches[i]), o));
+        for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
+            void *volatile q = malloc(kmalloc_class_size[i]);
+            free(q);
+            const struct slab_cache *k = kmalloc_caches[i];
+            uintptr_t pg = SK_ALIGN_DOWN((uintptr_t)cpu_array_at(slab_arrays(k), cpu), SK_PAGE_SIZE);
+            size_t j = 0;
+            while (j < npages && pages[j] != pg)
+                j++;
+            if (j == npages)
+                pages[npages++] = pg;
+            all_res &= page_resident((void *)pg);
+            nc++;
+            for (int o = 0; o < cpu_nr_ids && o < 2; o++) {
+                if (o == cpu || before[i][o])
+                    continue;
+                other_pages++;
+                others += page_resident(cpu_array_at(slab_arrays(k), o));
+            }
+        }
+        size_t most = (nc + CPU_SETS_PER_ROW - 1) / CPU_SETS_PER_ROW + 1;
+        ok(all_res && npages <= most, "CPU %d's arrays of all %u kmalloc classes lie on %zu resident pages (at most %zu)",
+           cpu, nc, npages, most);
+        if (cpu_nr_ids > 1)
+            ok(others == 0 && other_pages > 0, "and no other CPU's array of them became resident (%ld of %ld)",
+               others, other_pages);
+        else
+            skip("one CPU id: no other CPU's rows");
+    }
 
     /* The big arrays after the small variables. */
     uintptr_t bigs[] = { (uintptr_t)cpu_empty_mem, (uintptr_t)vm_map_root, (uintptr_t)&vm_map_empty_leaf };
