@@ -115,9 +115,9 @@ int main(void)
     cpu_init();
     confine_to_two_cpus();
     diag("per-CPU arrays via %s", cpu_use_rseq ? "rseq (the handler pops and pushes too)" : "the lock fallback");
-    static char mem[1 << 16] __attribute__((aligned(64)));
-    if (cpu_arrays_bytes() > sizeof mem)
-        skip_all("more CPUs than this test's arrays hold");
+    cpu_arrays_t mem = cpu_arrays_alloc();
+    if (!mem)
+        BAIL("cpu_arrays_alloc failed");
     tab = cpu_arrays_init(mem, CAP);
     for (int i = 0; i < TOKENS; i++) {
         tokens[i] = 0x1000 + (uintptr_t)i * 16;

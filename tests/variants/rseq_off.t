@@ -2,7 +2,8 @@
 # rseq_off.t — the per-CPU tests again on the lock fallback: glibc told
 # not to register rseq (GLIBC_TUNABLES=glibc.pthread.rseq=0), so every
 # per-CPU array is reached under its lock.  Runs cpu/percpu_arrays,
-# cpu/percpu_freelist (the sheaves=0 freelist sequences), cpu/drain_empty, the
+# cpu/percpu_freelist (the sheaves=0 freelist sequences), cpu/drain_empty,
+# cpu/array_pools, the
 # page tests (stress_pages, pcp, buddy), slab/fresh_range and every binary under
 # $SK_BUILD/tests/slab whose name contains "stress"; one TAP line each,
 # passing when the binary exits 0.  (There is no option to force the
@@ -16,6 +17,7 @@
 # of its output.
 . "$(dirname "$0")/rerun.sh"
 want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/percpu_freelist" "$B/tests/cpu/rseq_signals" "$B/tests/cpu/drain_empty" \
+     "$B/tests/cpu/array_pools" \
      "$B/tests/page/stress_pages" \
      "$B/tests/page/pcp" "$B/tests/page/buddy" "$B/tests/slab/fresh_range" "$B"/tests/slab/*stress*
 nomb=

@@ -1,0 +1,90 @@
+/*
+ * array_pools — per-CPU array sets from cpu_arrays_alloc lie CPU-major:
+ *
+ *  - CPU_SETS_PER_ROW sets in a row come from one pool, CPU_ARRAY_BYTES
+ *    apart, so every CPU's arrays of them share that CPU's one page (the
+ *    row), and CPU k's row is CPU_ARRAY_STRIDE past CPU k-1's;
+ *  - the next set comes from a new pool, and no two sets overlap;
+ *  - every array of a fresh set reads empty with capacity 0, and the sets
+ *    are independent: objects pushed on this CPU's array of one set come
+ *    back from that set only, each at its capacity;
+ *  - cpu_arrays_clear gives a used set back as it came (count 0, cap 0).
+ * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+
+#include "cpu/cpu.h"
+#include "tap.h"
+#include "cpus.h"
+
+#define NSETS ((int)CPU_SETS_PER_ROW + 1)
+#define ROW ((int)CPU_SETS_PER_ROW)
+
+static unsigned char token[NSETS][8];
+
+int main(void)
+{
+    os_options_init();
+    cpu_init();
+    cpu_arrays_t set[NSETS];
+    for (int i = 0; i < NSETS; i++)
+        if (!(set[i] = cpu_arrays_alloc()))
+            BAIL("cpu_arrays_alloc failed");
+
+    bool row = true, rows = true;
+    for (int i = 1; i < ROW; i++)
+        row &= (char *)set[i] == (char *)set[0] + (size_t)i * CPU_ARRAY_BYTES;
+    for (int i = 0; i < ROW; i++)
+        for (int k = 0; k < cpu_nr_slots(); k++) {
+            uintptr_t a = (uintptr_t)cpu_array_at(set[i], k);
+            rows &= a / SK_PAGE_SIZE == (uintptr_t)cpu_array_at(set[0], k) / SK_PAGE_SIZE &&
+                    (k == 0 || a == (uintptr_t)cpu_array_at(set[i], k - 1) + CPU_ARRAY_STRIDE);
+        }
+    ok(row, "the first %d sets lie side by side, %u bytes apart", ROW, CPU_ARRAY_BYTES);
+    ok(rows, "each CPU's arrays of them share one page, rows %u bytes apart (%d slots)", CPU_ARRAY_STRIDE,
+       cpu_nr_slots());
+
+    /* No overlap between any two arrays of any two sets. */
+    bool apart = true;
+    for (int i = 0; i < NSETS; i++)
+        for (int j = i + 1; j < NSETS; j++)
+            for (int k = 0; k < cpu_nr_slots(); k++)
+                for (int l = 0; l < cpu_nr_slots(); l++) {
+                    uintptr_t a = (uintptr_t)cpu_array_at(set[i], k), b = (uintptr_t)cpu_array_at(set[j], l);
+                    apart &= a + CPU_ARRAY_BYTES <= b || b + CPU_ARRAY_BYTES <= a;
+                }
+    ok(apart, "no array of %d sets overlaps another (the last from a second pool)", NSETS);
+
+    bool empty = true;
+    for (int i = 0; i < NSETS; i++)
+        for (int k = 0; k < cpu_nr_slots(); k++)
+            empty &= cpu_array_at(set[i], k)->word == 0 && cpu_array_at(set[i], k)->cap == 0;
+    ok(empty, "every array of a fresh set is empty, capacity 0");
+
+    /* Capacity i + 2 for set i; push i + 2 tokens on each, one more fails. */
+    for (int i = 0; i < NSETS; i++)
+        cpu_arrays_init(set[i], (unsigned)i + 2);
+    bool pushed = true;
+    for (int i = 0; i < NSETS; i++) {
+        for (int t = 0; t < i + 2; t++)
+            pushed &= cpu_push(set[i], &token[i][t]) == 1;
+        pushed &= cpu_push(set[i], &token[i][7]) == 0;
+    }
+    bool back = true;
+    for (int i = 0; i < NSETS; i++) {
+        for (int t = i + 1; t >= 0; t--)
+            back &= cpu_pop(set[i]) == &token[i][t];
+        back &= cpu_pop(set[i]) == NULL;
+    }
+    ok(pushed, "each set takes as many objects as its capacity, no more");
+    ok(back, "and gives back its own, last in first out, then nothing");
+
+    cpu_push(set[0], &token[0][0]);
+    cpu_arrays_clear(set[0]);
+    bool clear = true;
+    for (int k = 0; k < cpu_nr_slots(); k++)
+        clear &= cpu_array_at(set[0], k)->word == 0 && cpu_array_at(set[0], k)->cap == 0;
+    ok(clear && cpu_pop(set[0]) == NULL, "cpu_arrays_clear empties a used set and zeroes its capacities");
+    return done_testing();
+}
