@@ -19,7 +19,7 @@
  *    value up to CPU_ARRAY_MAX is safe for them, and a count at or above
  *    cap reads as full.
  * Lock order: an array lock is a leaf; nothing else is taken inside it.
- * pool_lock (carving new sets) is a leaf too.
+ * A pool's lock (carving new columns) is a leaf too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -77,31 +77,42 @@ size_t cpu_arrays_bytes(void)
 }
 
 /* Sets come from pools of CPU_SETS_PER_ROW, CPU-major: row k of a pool
- * holds CPU k's arrays of its sets side by side.  pool_lock guards the
+ * holds CPU k's arrays of its sets side by side.  A pool's lock guards the
  * pool being carved (a leaf; held across the mmap of a new pool, which
  * only cache creation and init wait for). */
-static spinlock_t pool_lock = SPINLOCK_INIT;
-static char *pool_next;
-static unsigned pool_left;
-
-cpu_arrays_t cpu_arrays_alloc(void)
+void *cpu_pool_alloc(struct cpu_pool *p, size_t width, int rows)
 {
-    spin_lock(&pool_lock);
-    if (!pool_left) {
-        char *mem = os_map(SK_ALIGN_UP(cpu_arrays_bytes(), SK_PAGE_SIZE), SK_PAGE_SIZE);
+    spin_lock(&p->lock);
+    if (!p->left) {
+        char *mem = os_map(SK_ALIGN_UP((size_t)rows * CPU_ARRAY_STRIDE, SK_PAGE_SIZE), SK_PAGE_SIZE);
         if (!mem) {
-            spin_unlock(&pool_lock);
+            spin_unlock(&p->lock);
             errno = ENOMEM;
             return NULL;
         }
-        pool_next = mem;
-        pool_left = CPU_SETS_PER_ROW;
+        p->next = mem;
+        p->left = (unsigned)(CPU_ARRAY_STRIDE / width);
     }
-    cpu_arrays_t tab = (cpu_arrays_t)pool_next;
-    pool_next += CPU_ARRAY_BYTES;
-    pool_left--;
-    spin_unlock(&pool_lock);
-    return tab;
+    void *col = p->next;
+    p->next += width;
+    p->left--;
+    spin_unlock(&p->lock);
+    return col;
+}
+
+void cpu_pool_atfork_child(struct cpu_pool *p)
+{
+    if (spin_is_locked(&p->lock)) {
+        p->left = 0;      /* the next column maps a new pool */
+        spin_unlock(&p->lock);
+    }
+}
+
+static struct cpu_pool array_pool;
+
+cpu_arrays_t cpu_arrays_alloc(void)
+{
+    return cpu_pool_alloc(&array_pool, CPU_ARRAY_BYTES, cpu_nr_slots());
 }
 
 void cpu_arrays_clear(cpu_arrays_t tab)
@@ -196,12 +207,7 @@ int cpu_slot(void)
 void cpu_atfork_child(void)
 {
     cpu_thread_slot = -1;
-    /* A thread caught carving a set: abandon its pool (the next set maps
-     * a new one). */
-    if (spin_is_locked(&pool_lock)) {
-        pool_left = 0;
-        spin_unlock(&pool_lock);
-    }
+    cpu_pool_atfork_child(&array_pool);
 }
 
 /* ---- fallback: the same arrays under their locks ---- */

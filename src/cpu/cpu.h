@@ -127,6 +127,21 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap);
  * that is done with one clears it (cpu_arrays_clear) for its next use. */
 cpu_arrays_t cpu_arrays_alloc(void);
 void cpu_arrays_clear(cpu_arrays_t tab);
+/* The same layout for other per-CPU state: a pool is `rows` rows of
+ * CPU_ARRAY_STRIDE bytes, one per CPU id, and hands out columns of
+ * `width` bytes (at most the stride), so CPU k's parts of successive
+ * columns lie side by side on its row: column + k * CPU_ARRAY_STRIDE.
+ * NULL with errno ENOMEM when the OS refuses a pool.  Each pool is a
+ * struct cpu_pool of its user's, zero at start, always asked with the
+ * same width and rows (after cpu_init); cpu_pool_atfork_child in a forked
+ * child abandons the pool a parent thread was caught carving. */
+struct cpu_pool {
+    spinlock_t lock;
+    char *next;                   /* the next column of the pool carved now */
+    unsigned left;                /* columns left there */
+};
+void *cpu_pool_alloc(struct cpu_pool *p, size_t width, int rows);
+void cpu_pool_atfork_child(struct cpu_pool *p);
 /* Give this thread's array (its CPU's, or its fallback slot's) `cap`
  * slots if it has none yet.  Slow paths call it before pushing; it returns
  * the array's capacity now (`cap` where the thread has no array). */

@@ -461,7 +461,7 @@ static void percpu_atfork_child(struct slab_cache *c)
     if (c->slots)
         slub_cpu_atfork_child(c);
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        struct slab_cpu *sc = &c->cpu[cpu];
+        struct slab_cpu *sc = slab_cpu_of(c, cpu);
         if (lock_was_held(&sc->lock)) {
             /* Caught mid-refill: leak this CPU's slabs in the child. */
             sc->slab = NULL;

@@ -151,15 +151,16 @@ static unsigned array_max(size_t size, unsigned cap)
 
 /*
  * Cache metadata is carved from chunks fresh from the OS, cache-line
- * aligned, in three areas: the cache structs, written when a cache is
- * made, packed together (41 kmalloc caches fill five pages); what a cache
- * touches only as CPUs use it (the slab_cpu array, then the per-CPU
- * arrays, 1 KiB per CPU), apart, so that a class a program never uses
- * costs it no resident page; and the barns (4 KiB each), which fill only
- * when objects move between CPUs, apart again, so that a class used on
- * one CPU touches one page or two, not three (git status: 388 -> 369
- * page faults).  Interleaved, every cache struct sat on a page of its
- * own: some 200 KiB before the first object.  Never freed (a destroyed
+ * aligned, in areas of their own: the cache structs, written when a cache
+ * is made, packed together (41 kmalloc caches fill five pages); the barns
+ * (4 KiB each), which fill only when objects move between CPUs; and
+ * sheaves=0's per-CPU slots.  Interleaved, every cache struct sat on a
+ * page of its own: some 200 KiB before the first object.  What a cache
+ * touches only as CPUs use it, its slab_cpu and its per-CPU arrays, comes
+ * from CPU-major pools (src/cpu, cpu_pool_alloc): a CPU's part of each
+ * lies on that CPU's row, so a program on one CPU touches a page for
+ * every twelve caches' slab_cpu and every four caches' arrays it uses,
+ * and none for the classes it never uses.  Never freed (a destroyed
  * cache's metadata stays: a racing reader may hold it).
  */
 #define META_CHUNK ((size_t)256 << 10)
@@ -168,6 +169,7 @@ struct meta_area {
     char *next, *end;
 };
 static struct meta_area meta_structs, meta_percpu, meta_barns;
+static struct cpu_pool slab_cpu_pool;   /* the caches' slab_cpu (slab_cpu_of) */
 
 /* Zeroed metadata from area a, or NULL (ENOMEM) when the OS refuses a
  * chunk. */
@@ -345,16 +347,17 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         for (int n = 0; n < SLAB_NR_NODES; n++)
             barn[n] = c->node[n].barn.objs;
         arrays = c->arrays;
+        for (int i = 0; i < cpu_nr_ids; i++)
+            memset(slab_cpu_of(c, i), 0, sizeof(struct slab_cpu));
         memset(c, 0, sizeof *c);
         cpu_arrays_clear((cpu_arrays_t)arrays);
-        memset(cpu, 0, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids);
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and
-         * the carving has no free).  The arrays come from the CPU layer's
-         * pools, CPU-major (four caches' arrays of a CPU on one page); the
-         * slab_cpu arrays of successive caches lie together here. */
+         * the carving has no free).  The arrays and the slab_cpu come
+         * from CPU-major pools (src/cpu): one CPU's arrays of four caches
+         * share a page, its slab_cpu of twelve. */
         c = meta_zalloc(&meta_structs, sizeof *c);
-        cpu = c ? meta_zalloc(&meta_percpu, sizeof(struct slab_cpu) * (size_t)cpu_nr_ids) : NULL;
+        cpu = c ? cpu_pool_alloc(&slab_cpu_pool, sizeof(struct slab_cpu), cpu_nr_ids) : NULL;
         arrays = cpu ? (unsigned char *)cpu_arrays_alloc() : NULL;
         if (!arrays)
             return NULL;
@@ -606,6 +609,7 @@ void slab_atfork_child(void)
         meta_barns.next = meta_barns.end = NULL;
         spin_unlock(&meta_lock);
     }
+    cpu_pool_atfork_child(&slab_cpu_pool);
     lock_reset_child(&cache_lock);
     SK_CHILD_CLEAR(reap_busy);    /* a reaper caught mid-pass */
     /* A thread caught initialising left nothing published: start over. */

@@ -21,7 +21,7 @@
 #include "slab/slub_cpu.h"
 
 #define SK_INSPECT_MAGIC 0x50534e494b42534cull   /* "LSBKINSP" little-endian */
-#define SK_INSPECT_VERSION 1u
+#define SK_INSPECT_VERSION 2u   /* 2: per-CPU arrays and slab_cpu CPU-major */
 
 /* FNV-1a over the sizes and offsets the remote walk depends on: any
  * change to one of them gives another hash, and the tools refuse. */

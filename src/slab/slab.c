@@ -350,7 +350,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
  * the number of empty slabs given back when the list overflowed. */
 static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
-    struct slab_cpu *sc = &c->cpu[slab_cpu_id()];
+    struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
     pg->slab.next = sc->partial;
@@ -542,7 +542,7 @@ void *slab_alloc_slow(struct slab_cache *c)
     }
     void *buf[SLAB_BATCH_MAX];
     int cpu = slab_cpu_id();
-    struct slab_cpu *sc = &c->cpu[cpu];
+    struct slab_cpu *sc = slab_cpu_of(c, cpu);
     if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
         __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
     unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
@@ -669,7 +669,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
      * burst).  Grow, doubling up to array_max, tcmalloc's slow start; a
      * burst of frees alone (teardown) or frees of objects allocated on
      * another CPU never grow it.  slab_shrink trims it back when idle. */
-    struct slab_cpu *sc = &c->cpu[slab_cpu_id()];
+    struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
     if (__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED)) {
         __atomic_store_n(&sc->refilled, 0, __ATOMIC_RELAXED);
         if (cap < c->array_max) {
@@ -775,7 +775,7 @@ static const char *find_free(struct slab_cache *c, void *obj)
     if (c->mode == SLAB_MODE_CLASSIC)
         return slab_classic_slab_has_free(c, obj) ? "its slab's index freelist" : NULL;
     for (int cpu = 0; cpu < cpu_nr_ids && !found; cpu++) {
-        struct slab_cpu *sc = &c->cpu[cpu];
+        struct slab_cpu *sc = slab_cpu_of(c, cpu);
         if (__atomic_load_n(&sc->slab, __ATOMIC_RELAXED) != pg)
             continue;
         lock_acquire(&sc->lock);
@@ -928,7 +928,7 @@ int slab_shrink(struct slab_cache *c)
         } while (n);
     }
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        struct slab_cpu *sc = &c->cpu[cpu];
+        struct slab_cpu *sc = slab_cpu_of(c, cpu);
         lock_acquire(&sc->lock);
         freed += deactivate_cpu_slab(c, sc);
         struct sk_page *list = sc->partial;
@@ -963,7 +963,7 @@ int slab_shrink(struct slab_cache *c)
 static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct slab_info_counts *k)
 {
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
-        struct slab_cpu *sc = &c->cpu[cpu];
+        struct slab_cpu *sc = slab_cpu_of(c, cpu);
         info->array_objs += cpu_array_count(slab_arrays(c), cpu);
         k->ops += cpu_array_ops(slab_arrays(c), cpu);
         k->batch_in += __atomic_load_n(&sc->batch_in, __ATOMIC_RELAXED);

@@ -3,7 +3,7 @@
  *
  * Data structures, fast path first:
  *   cache->arrays     per-CPU object arrays (src/cpu): alloc pops, free pushes
- *   cache->cpu[c]     per-CPU slow-path state under its lock: the CPU slab
+ *   slab_cpu_of(cache, c)  per-CPU slow-path state under its lock: the CPU slab
  *                     (frozen) with its private freelist, and the CPU
  *                     partial list (frozen slabs with free objects)
  *   cache->node[n]    the node partial list under list_lock
@@ -179,6 +179,15 @@ static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
 {
     return (cpu_arrays_t)c->arrays;
 }
+
+/* CPU cpu's slow-path state of c: c->cpu is a column of a CPU-major pool
+ * (cpu_pool_alloc), so one CPU's slab_cpu of successive caches share its
+ * row's page, as its arrays do. */
+static inline struct slab_cpu *slab_cpu_of(const struct slab_cache *c, int cpu)
+{
+    return (struct slab_cpu *)((char *)c->cpu + (size_t)cpu * CPU_ARRAY_STRIDE);
+}
+_Static_assert(sizeof(struct slab_cpu) <= CPU_ARRAY_STRIDE, "a slab_cpu fits a row");
 
 /* 0, or -1 with errno ENOMEM; a later call tries again, keeping what the
  * failed one built. */

@@ -190,9 +190,9 @@ static inline int classic_cpu_id(void)
     return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
 }
 #define cstat(c, item) \
-    __atomic_fetch_add(&(c)->cpu[classic_cpu_id()].stat[item], 1ul, __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_of(c, classic_cpu_id())->stat[item], 1ul, __ATOMIC_RELAXED)
 #define cbook(c, field, v) \
-    __atomic_fetch_add(&(c)->cpu[classic_cpu_id()].field, (unsigned long)(v), __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_of(c, classic_cpu_id())->field, (unsigned long)(v), __ATOMIC_RELAXED)
 
 /* ---- growing and destroying slabs (no lock held) ---- */
 

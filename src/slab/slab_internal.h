@@ -35,9 +35,9 @@ static inline void *get_fp_checked(const struct slab_cache *c, const struct sk_p
     return next;
 }
 
-/* This CPU's index into c->cpu[]: cpu_current(), except for a thread with
+/* This CPU's index for slab_cpu_of: cpu_current(), except for a thread with
  * no rseq of its own in an rseq process, which cpu_current() gives the
- * dummy array slot (cpu_nr_ids), one past c->cpu[]: it borrows the slow-
+ * dummy array slot (cpu_nr_ids), one past the slab_cpu: it borrows the slow-
  * path state of the CPU it runs on (all of it is under its lock or
  * atomic, so any valid index is safe). */
 static inline int slab_cpu_id(void)
@@ -81,11 +81,11 @@ static inline void slab_count(unsigned long *ctr, unsigned long v)
 
 static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
 {
-    slab_count(&c->cpu[slab_cpu_id()].stat[item], v);
+    slab_count(&slab_cpu_of(c, slab_cpu_id())->stat[item], v);
 }
 #define stat(c, item) stat_add(c, item, 1)
 /* The books the fast-path counters are derived from. */
-#define book(c, field, v) slab_count(&(c)->cpu[slab_cpu_id()].field, (unsigned long)(v))
+#define book(c, field, v) slab_count(&slab_cpu_of(c, slab_cpu_id())->field, (unsigned long)(v))
 
 /* ---- the (freelist, counters) pair ---- */
 

@@ -31,7 +31,7 @@ static void *holder(void *arg)
 {
     (void)arg;
     struct slab_cache *c = victim();
-    lock_acquire(&c->cpu[0].lock);
+    lock_acquire(&slab_cpu_of(c, 0)->lock);
     lock_acquire(&c->node[0].list_lock);
     lock_acquire(&page_zones[0].lock);
     pthread_mutex_lock(&m);
@@ -42,7 +42,7 @@ static void *holder(void *arg)
     pthread_mutex_unlock(&m);
     lock_release(&page_zones[0].lock);
     lock_release(&c->node[0].list_lock);
-    lock_release(&c->cpu[0].lock);
+    lock_release(&slab_cpu_of(c, 0)->lock);
     return NULL;
 }
 

@@ -8,11 +8,12 @@
  *    hold only those of kmalloc-10240 to kmalloc-16384 are not resident
  *    (mincore);
  *  - using one of those classes touches its own;
- *  - the per-CPU arrays lie CPU-major (src/cpu, cpu_arrays_alloc): on a
- *    thread pinned to one CPU, a malloc and free of every kmalloc class
- *    leave that CPU's arrays of all of them on one resident page per
- *    CPU_SETS_PER_ROW classes (they took a page each, or one per three,
- *    when a set's arrays lay side by side), and no other CPU's resident;
+ *  - the per-CPU arrays and the slab_cpu lie CPU-major (src/cpu,
+ *    cpu_pool_alloc): on a thread pinned to one CPU, a malloc and free of
+ *    every kmalloc class leave that CPU's arrays of all of them on one
+ *    resident page per CPU_SETS_PER_ROW classes (they took a page each,
+ *    or one per three, when a set's arrays lay side by side), its
+ *    slab_cpu on the pages their bytes need, and no other CPU's resident;
  *  - slabkit's big zero arrays (SK_BIG_BSS: section .bss.sk_big) lie after the
  *    small variables it writes at start-up, so those share a few pages
  *    instead of sitting one to a page between the arrays, and the 4 MiB
@@ -125,11 +126,12 @@ int main(void)
     int cpu = cpu_use_rseq ? (int)cpu_rseq_area()->cpu_id : -1;
     if (me < 0 || cpu < 0 || cpu >= cpu_nr_ids) {
         skip("not pinned to one CPU with rseq (pinned %d, rseq id %d): no CPU's row to look at", me, cpu);
+        skip("no CPU's slab_cpu row to look at");
         skip("no other CPU's rows to look at");
     } else {
         unsigned nc = 0;
-        uintptr_t pages[KMALLOC_NR_CLASSES];
-        size_t npages = 0;
+        uintptr_t pages[KMALLOC_NR_CLASSES], spages[KMALLOC_NR_CLASSES];
+        size_t npages = 0, nspages = 0;
         long others = 0, other_pages = 0;
         bool all_res = true;
         /* Another CPU's rows that start-up code run before the pinning
@@ -137,7 +139,8 @@ int main(void)
         static bool before[KMALLOC_NR_CLASSES][2];
         for (unsigned i = 0; i < kmalloc_nr_classes; i++)
             for (int o = 0; o < cpu_nr_ids && o < 2; o++)
-                before[i][o] = o != cpu && page_resident(cpu_array_at(slab_arrays(kmalloc_caches[i]), o));
+                before[i][o] = o != cpu && (page_resident(cpu_array_at(slab_arrays(kmalloc_caches[i]), o)) ||
+                                            page_resident(slab_cpu_of(kmalloc_caches[i], o)));
         for (unsigned i = 0; i < kmalloc_nr_classes; i++) {
             void *volatile q = malloc(kmalloc_class_size[i]);
             free(q);
@@ -149,20 +152,28 @@ int main(void)
             if (j == npages)
                 pages[npages++] = pg;
             all_res &= page_resident((void *)pg);
+            /* Its slab_cpu, on that CPU's row of the slab_cpu pools. */
+            uintptr_t sp = SK_ALIGN_DOWN((uintptr_t)slab_cpu_of(k, cpu), SK_PAGE_SIZE);
+            for (j = 0; j < nspages && spages[j] != sp; j++)
+                ;
+            if (j == nspages)
+                spages[nspages++] = sp;
             nc++;
             for (int o = 0; o < cpu_nr_ids && o < 2; o++) {
                 if (o == cpu || before[i][o])
                     continue;
-                other_pages++;
-                others += page_resident(cpu_array_at(slab_arrays(k), o));
+                other_pages += 2;
+                others += page_resident(cpu_array_at(slab_arrays(k), o)) + page_resident(slab_cpu_of(k, o));
             }
         }
         size_t most = (nc + CPU_SETS_PER_ROW - 1) / CPU_SETS_PER_ROW + 1;
         ok(all_res && npages <= most, "CPU %d's arrays of all %u kmalloc classes lie on %zu resident pages (at most %zu)",
            cpu, nc, npages, most);
+        size_t smost = (nc * sizeof(struct slab_cpu) + CPU_ARRAY_STRIDE - 1) / CPU_ARRAY_STRIDE + 2;
+        ok(nspages <= smost, "its slab_cpu of all of them lie on %zu pages (at most %zu)", nspages, smost);
         if (cpu_nr_ids > 1)
-            ok(others == 0 && other_pages > 0, "and no other CPU's array of them became resident (%ld of %ld)",
-               others, other_pages);
+            ok(others == 0 && other_pages > 0,
+               "and no other CPU's array or slab_cpu of them became resident (%ld of %ld)", others, other_pages);
         else
             skip("one CPU id: no other CPU's rows");
     }

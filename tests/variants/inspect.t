@@ -286,7 +286,8 @@ EOF
         "$ROOT/tools/slabinfo.c" "$ROOT"/tools/inspect/*.c "$B/libslabkit.a" 2>cc3.err; then
         ./other_slabinfo -p "$opid" >other.out 2>other.err
         rc=$?
-        one_line other.err $rc && grep -q "^slabinfo: process $opid uses another build of slabkit (inspect version 1," other.err &&
+        ver=$(sed -n 's/^#define SK_INSPECT_VERSION \([0-9]*\)u.*/\1/p' "$ROOT/src/slab/inspect.h")
+        one_line other.err $rc && grep -q "^slabinfo: process $opid uses another build of slabkit (inspect version $ver," other.err &&
             [ ! -s other.out ]
         ok $? "a tool built for another inspect layout refuses in one line, exit $rc"
         [ $rc != 0 ] || show other.err
