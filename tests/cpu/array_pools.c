@@ -8,7 +8,10 @@
  *  - every array of a fresh set reads empty with capacity 0, and the sets
  *    are independent: objects pushed on this CPU's array of one set come
  *    back from that set only, each at its capacity;
- *  - cpu_arrays_clear gives a used set back as it came (count 0, cap 0).
+ *  - cpu_arrays_clear gives a used set back as it came (count 0, cap 0);
+ *  - a pool of other columns (cpu_pool_alloc, 320 bytes wide as a
+ *    slab_cpu): twelve columns side by side in a pool's rows, the
+ *    thirteenth from a new pool, each zero.
  * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
  */
 #define _GNU_SOURCE
@@ -86,5 +89,23 @@ int main(void)
     for (int k = 0; k < cpu_nr_slots(); k++)
         clear &= cpu_array_at(set[0], k)->word == 0 && cpu_array_at(set[0], k)->cap == 0;
     ok(clear && cpu_pop(set[0]) == NULL, "cpu_arrays_clear empties a used set and zeroes its capacities");
+
+    enum { W = 320, PER = CPU_ARRAY_STRIDE / W };
+    static struct cpu_pool pool;
+    char *col[PER + 1];
+    for (int i = 0; i <= PER; i++)
+        if (!(col[i] = cpu_pool_alloc(&pool, W, cpu_nr_ids)))
+            BAIL("cpu_pool_alloc failed");
+    bool side = true, zero = true;
+    for (int i = 1; i < PER; i++)
+        side &= col[i] == col[0] + (size_t)i * W;
+    for (int i = 0; i <= PER; i++)
+        for (int k = 0; k < cpu_nr_ids; k++) {
+            const char *part = col[i] + (size_t)k * CPU_ARRAY_STRIDE;
+            for (int b = 0; b < W; b++)
+                zero &= part[b] == 0;
+        }
+    bool fresh = col[PER] < col[0] || col[PER] >= col[0] + (size_t)cpu_nr_ids * CPU_ARRAY_STRIDE;
+    ok(side && fresh && zero, "%d-byte columns: %d side by side in a pool, the next from a new one, all zero", W, PER);
     return done_testing();
 }
