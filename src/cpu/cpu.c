@@ -115,10 +115,15 @@ cpu_arrays_t cpu_arrays_alloc(void)
     return cpu_pool_alloc(&array_pool, CPU_ARRAY_BYTES, cpu_nr_slots());
 }
 
+void cpu_pool_clear(void *col, size_t width, int rows)
+{
+    for (int i = 0; i < rows; i++)
+        memset((char *)col + (size_t)i * CPU_ARRAY_STRIDE, 0, width);
+}
+
 void cpu_arrays_clear(cpu_arrays_t tab)
 {
-    for (int i = 0; i < cpu_nr_slots(); i++)
-        memset(cpu_array_at(tab, i), 0, CPU_ARRAY_BYTES);
+    cpu_pool_clear(tab, CPU_ARRAY_BYTES, cpu_nr_slots());
 }
 
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)

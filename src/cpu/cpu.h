@@ -141,6 +141,8 @@ struct cpu_pool {
     unsigned left;                /* columns left there */
 };
 void *cpu_pool_alloc(struct cpu_pool *p, size_t width, int rows);
+/* Zero a column of `width` bytes on each of its `rows` rows, for reuse. */
+void cpu_pool_clear(void *col, size_t width, int rows);
 void cpu_pool_atfork_child(struct cpu_pool *p);
 /* Give this thread's array (its CPU's, or its fallback slot's) `cap`
  * slots if it has none yet.  Slow paths call it before pushing; it returns

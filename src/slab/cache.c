@@ -347,8 +347,7 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         for (int n = 0; n < SLAB_NR_NODES; n++)
             barn[n] = c->node[n].barn.objs;
         arrays = c->arrays;
-        for (int i = 0; i < cpu_nr_ids; i++)
-            memset(slab_cpu_of(c, i), 0, sizeof(struct slab_cpu));
+        cpu_pool_clear(cpu, sizeof(struct slab_cpu), cpu_nr_ids);
         memset(c, 0, sizeof *c);
         cpu_arrays_clear((cpu_arrays_t)arrays);
     } else {

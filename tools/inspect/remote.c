@@ -529,15 +529,15 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
 
     struct slab_cpu *cpus = NULL;
     if (c->cpu) {
-        /* One CPU's slab_cpu a row apart (slab_cpu_of). */
+        /* c is the local copy: slab_cpu_of gives each CPU's remote address. */
         cpus = malloc((size_t)nr_ids * sizeof *cpus);
-        for (int cpu = 0; cpus && cpu < nr_ids; cpu++)
-            if (rmt_read(r, (uintptr_t)c->cpu + (uintptr_t)cpu * CPU_ARRAY_STRIDE, &cpus[cpu], sizeof *cpus) != 0) {
-                free(cpus);
-                cpus = NULL;
-            }
-        if (!cpus)
+        int cpu = 0;
+        while (cpus && cpu < nr_ids && rmt_read(r, (uintptr_t)slab_cpu_of(c, cpu), &cpus[cpu], sizeof *cpus) == 0)
+            cpu++;
+        if (cpu < nr_ids) {
+            free(cpus);
             return -1;
+        }
     }
     for (int cpu = 0; cpu < nr_ids; cpu++) {
         uint64_t w = array_word(r, arrays, cpu, &approx);
