@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "slab/slab.h"
+#include "slab/slab_internal.h"   /* slab_cpu_id */
 
 /* ---- struct slab and the index array ----
  *
@@ -184,15 +185,10 @@ static void slab_list_del(struct slab_cache *c, struct slab_classic_node *cn, st
 
 /* ---- statistics (per CPU, relaxed, as slab.c) ---- */
 
-static inline int classic_cpu_id(void)
-{
-    int id = cpu_current();
-    return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
-}
 #define cstat(c, item) \
-    __atomic_fetch_add(&slab_cpu_of(c, classic_cpu_id())->stat[item], 1ul, __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_of(c, slab_cpu_id())->stat[item], 1ul, __ATOMIC_RELAXED)
 #define cbook(c, field, v) \
-    __atomic_fetch_add(&slab_cpu_of(c, classic_cpu_id())->field, (unsigned long)(v), __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_of(c, slab_cpu_id())->field, (unsigned long)(v), __ATOMIC_RELAXED)
 
 /* ---- growing and destroying slabs (no lock held) ---- */
 
