@@ -11,11 +11,18 @@
  *  - cpu_arrays_clear gives a used set back as it came (count 0, cap 0);
  *  - a pool of other columns (cpu_pool_alloc, 320 bytes wide as a
  *    slab_cpu): twelve columns side by side in a pool's rows, the
- *    thirteenth from a new pool, each zero.
+ *    thirteenth from a new pool, each zero; cpu_pool_clear zeroes a used
+ *    column on every row;
+ *  - fork while another thread holds a pool's lock (caught carving): the
+ *    child, after cpu_pool_atfork_child, carves a column at once, from a
+ *    new pool, and the parent's pool goes on where it was.
  * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cpu/cpu.h"
 #include "tap.h"
@@ -25,6 +32,21 @@
 #define ROW ((int)CPU_SETS_PER_ROW)
 
 static unsigned char token[NSETS][8];
+static int held, release;
+static struct cpu_pool pool;
+
+/* Holds a pool's lock until told to let go, as a thread in the middle of
+ * cpu_pool_alloc does. */
+static void *hold_pool(void *arg)
+{
+    struct cpu_pool *p = arg;
+    spin_lock(&p->lock);
+    __atomic_store_n(&held, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&release, __ATOMIC_ACQUIRE))
+        ;
+    spin_unlock(&p->lock);
+    return NULL;
+}
 
 int main(void)
 {
@@ -91,7 +113,6 @@ int main(void)
     ok(clear && cpu_pop(set[0]) == NULL, "cpu_arrays_clear empties a used set and zeroes its capacities");
 
     enum { W = 320, PER = CPU_ARRAY_STRIDE / W };
-    static struct cpu_pool pool;
     char *col[PER + 1];
     for (int i = 0; i <= PER; i++)
         if (!(col[i] = cpu_pool_alloc(&pool, W, cpu_nr_ids)))
@@ -107,5 +128,38 @@ int main(void)
         }
     bool fresh = col[PER] < col[0] || col[PER] >= col[0] + (size_t)cpu_nr_ids * CPU_ARRAY_STRIDE;
     ok(side && fresh && zero, "%d-byte columns: %d side by side in a pool, the next from a new one, all zero", W, PER);
+
+    for (int k = 0; k < cpu_nr_ids; k++)
+        memset(col[1] + (size_t)k * CPU_ARRAY_STRIDE, 0x5a, W);
+    cpu_pool_clear(col[1], W, cpu_nr_ids);
+    bool cleared = true;
+    for (int k = 0; k < cpu_nr_ids; k++)
+        for (int b = 0; b < W; b++)
+            cleared &= col[1][(size_t)k * CPU_ARRAY_STRIDE + b] == 0;
+    ok(cleared, "cpu_pool_clear zeroes a written column on all %d rows", cpu_nr_ids);
+
+    /* A thread caught carving: it holds the lock when the process forks. */
+    pthread_t t;
+    if (pthread_create(&t, NULL, hold_pool, &pool) != 0)
+        BAIL("pthread_create failed");
+    while (!__atomic_load_n(&held, __ATOMIC_ACQUIRE))
+        ;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10);     /* a child that spins on the inherited lock dies here */
+        cpu_pool_atfork_child(&pool);
+        char *c2 = cpu_pool_alloc(&pool, W, cpu_nr_ids);
+        /* col[PER] opened the parent's pool now being carved. */
+        bool apart = c2 && (c2 < col[PER] || c2 >= col[PER] + (size_t)cpu_nr_ids * CPU_ARRAY_STRIDE);
+        _exit(apart && c2[0] == 0 ? 0 : 3);
+    }
+    int st = 0;
+    bool child_ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    char *next = cpu_pool_alloc(&pool, W, cpu_nr_ids);
+    ok(child_ok, "fork with the pool's lock held: the child carves a fresh column at once (status 0x%x)", st);
+    ok(next == col[PER] + W, "and the parent's pool goes on from its next column");
     return done_testing();
 }

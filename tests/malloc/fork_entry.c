@@ -8,7 +8,8 @@
  *    registered when the library loads, not from malloc's first slow path:
  *    before, such a child inherited a held per-CPU slab lock and hung);
  *  - caches being created: a thread creates and destroys sk_cache caches
- *    in a loop (its metadata carving holds a spinlock around an mmap)
+ *    in a loop, keeping one in eight (its metadata carving, and the
+ *    per-CPU pools', hold a spinlock around an mmap)
  *    while the main thread forks 100 times; each child creates a cache
  *    and allocates from it (before, a child caught inside the carving
  *    spun forever on its lock).
@@ -45,10 +46,14 @@ static void *calloc_churn(void *arg)
     return NULL;
 }
 
+/* Creates and destroys caches; one in eight stays (up to KEEP), so that
+ * creation keeps carving new metadata, struct and per-CPU pool columns,
+ * while the forks come: a destroyed cache's metadata is reused as is. */
+#define KEEP 512
 static void *cache_churn(void *arg)
 {
     (void)arg;
-    unsigned n = 0;
+    unsigned n = 0, kept = 0;
     while (!stop) {
         char name[32];
         snprintf(name, sizeof name, "fork-entry-%u", n++ % 64);
@@ -57,7 +62,10 @@ static void *cache_churn(void *arg)
             continue;
         void *o = sk_cache_alloc(c);
         sk_cache_free(c, o);
-        sk_cache_destroy(c);
+        if (n % 8 == 0 && kept < KEEP)
+            kept++;
+        else
+            sk_cache_destroy(c);
     }
     return NULL;
 }
