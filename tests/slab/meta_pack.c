@@ -54,6 +54,17 @@ static void barn_span(const struct slab_cache *c, uintptr_t *lo, uintptr_t *hi)
     *hi = *lo + SLAB_BARN_MAX * sizeof(void *);
 }
 
+/* Add p's page to the set pages[0..n) if it is not there; the new n. */
+static size_t add_page(uintptr_t *pages, size_t n, const void *p)
+{
+    uintptr_t pg = SK_ALIGN_DOWN((uintptr_t)p, SK_PAGE_SIZE);
+    for (size_t j = 0; j < n; j++)
+        if (pages[j] == pg)
+            return n;
+    pages[n] = pg;
+    return n + 1;
+}
+
 static bool page_resident(const void *p)
 {
     return resident_pages((void *)SK_ALIGN_DOWN((uintptr_t)p, SK_PAGE_SIZE), 1) == 1;
@@ -129,7 +140,7 @@ int main(void)
         skip("no CPU's slab_cpu row to look at");
         skip("no other CPU's rows to look at");
     } else {
-        unsigned nc = 0;
+        unsigned nc = kmalloc_nr_classes;
         uintptr_t pages[KMALLOC_NR_CLASSES], spages[KMALLOC_NR_CLASSES];
         size_t npages = 0, nspages = 0;
         long others = 0, other_pages = 0;
@@ -145,20 +156,10 @@ int main(void)
             void *volatile q = malloc(kmalloc_class_size[i]);
             free(q);
             const struct slab_cache *k = kmalloc_caches[i];
-            uintptr_t pg = SK_ALIGN_DOWN((uintptr_t)cpu_array_at(slab_arrays(k), cpu), SK_PAGE_SIZE);
-            size_t j = 0;
-            while (j < npages && pages[j] != pg)
-                j++;
-            if (j == npages)
-                pages[npages++] = pg;
-            all_res &= page_resident((void *)pg);
+            npages = add_page(pages, npages, cpu_array_at(slab_arrays(k), cpu));
+            all_res &= page_resident(cpu_array_at(slab_arrays(k), cpu));
             /* Its slab_cpu, on that CPU's row of the slab_cpu pools. */
-            uintptr_t sp = SK_ALIGN_DOWN((uintptr_t)slab_cpu_of(k, cpu), SK_PAGE_SIZE);
-            for (j = 0; j < nspages && spages[j] != sp; j++)
-                ;
-            if (j == nspages)
-                spages[nspages++] = sp;
-            nc++;
+            nspages = add_page(spages, nspages, slab_cpu_of(k, cpu));
             for (int o = 0; o < cpu_nr_ids && o < 2; o++) {
                 if (o == cpu || before[i][o])
                     continue;
