@@ -108,17 +108,19 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
          * Each carries the fresh marker (never handed out) until a
          * hand-out clears it; below 16 bytes the free pointer takes its
          * place. */
-        if (c->ctor)
+        if (c->ctor) {
             slab_in_ctor++;
-        for (unsigned i = 0; i < c->objects; i++) {
-            char *obj = s_mem + (size_t)i * c->size;
-            if (c->ctor)
-                c->ctor(obj);
-            *slab_marker(c, obj) = fresh;
-            set_fp(c, obj, i + 1 < c->objects ? obj + c->size : NULL);
-        }
-        if (c->ctor)
+            for (unsigned i = 0; i < c->objects; i++)
+                c->ctor(s_mem + (size_t)i * c->size);
             slab_in_ctor--;
+        }
+        char *obj = s_mem, *last = s_mem + (size_t)(c->objects - 1) * c->size;
+        for (; obj < last; obj += c->size) {
+            *slab_marker(c, obj) = fresh;
+            set_fp(c, obj, obj + c->size);
+        }
+        *slab_marker(c, last) = fresh;
+        set_fp(c, last, NULL);
     }
     if (slab_poisons(c))
         slab_poison_new_slab(c, s_mem);
@@ -442,12 +444,14 @@ static int flush_to_slabs(struct slab_cache *c, void **objs, unsigned n)
     while (i < n) {
         void *head = objs[i];
         struct sk_page *pg = slab_head(page_of(head));
+        /* The objects came through the array checked: one inside this
+         * slab's object area is this slab's, no descriptor look-up. */
+        uintptr_t base = (uintptr_t)pg->slab.s_mem, span = (uintptr_t)c->objects * c->size;
         void *tail = head;
         unsigned cnt = 1;
         for (i++; i < n; i++) {
             void *o = objs[i];
-            struct sk_page *p2 = page_of(o);
-            if (slab_head(p2) != pg)
+            if ((uintptr_t)o - base >= span)
                 break;
             if (o == tail)
                 slab_bad_free("double free", "free", o, c, NULL);
