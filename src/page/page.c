@@ -1029,6 +1029,24 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
 /* ---- public block API ---- */
 
 #define PCP_BATCH_MAX 32
+/*
+ * High-watermark tuning, after the kernel's (6.7, "mm: tune PCP high
+ * automatically"): a CPU whose list of an order overflowed into the zone
+ * and then ran dry cycles more blocks than the list holds, and every one
+ * of them pays a zone round trip (the lock, the buddy's split and merge)
+ * twice a cycle.  Its list grows, doubling at each such refill, up to
+ * PCP_GROW_BYTES of blocks (high_max); a drain of the list (idle, before
+ * fresh memory, page_drain_pcp) puts it back to high.  The blocks a grown
+ * list keeps are the ones the zone would hold dirty for the same program,
+ * resident either way; the idle drain still hands them back within a
+ * purger tick of the program going quiet.  sizeclass's 8-32 KiB batches
+ * (1 MiB of order-3 blocks a round) took the zone path for three blocks
+ * in four.  Bit o of pcp_overflowed[slot]: list o of that slot sent a
+ * batch to the zone since its last refill (a hint; a race loses a step).
+ */
+#define PCP_GROW_BYTES ((size_t)1 << 20)
+static uint8_t pcp_overflowed[CPU_MAX_IDS + 1];
+_Static_assert(PCP_MAX_ORDER < 8, "pcp_overflowed holds a bit per order");
 /* The exact-block cache (page_alloc_exact): blocks per CPU (the largest
  * it keeps: EXACT_CACHE_PAGES, page.h). */
 #define EXACT_CACHE_BLOCKS 1
@@ -1054,7 +1072,9 @@ static int page_init_locked(void)
      * measured with bench/pagestream and bench/peers' sizeclass). */
     static const unsigned high[PCP_NR_LISTS] = { 124, 16, 8, 8, EXACT_CACHE_BLOCKS };
     for (unsigned o = 0; o < PCP_NR_LISTS; o++) {
+        size_t most = o <= PCP_MAX_ORDER ? (PCP_GROW_BYTES >> SK_PAGE_SHIFT) >> o : 0;
         page_pcp.high[o] = high[o];
+        page_pcp.high_max[o] = most > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : most > high[o] ? (unsigned)most : high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
     }
     /* Each order's lists a set of the CPU layer's pools (a CPU's lists of
@@ -1094,6 +1114,19 @@ int page_init(void)
     return r;
 }
 
+/* A refill of this CPU's list of `order`: grow it if it overflowed since
+ * the last one (PCP_GROW_BYTES above). */
+static void pcp_tune(unsigned order)
+{
+    uint8_t *bits = &pcp_overflowed[cpu_current()], bit = (uint8_t)(1u << order);
+    if (likely(!(__atomic_load_n(bits, __ATOMIC_RELAXED) & bit)))
+        return;
+    __atomic_fetch_and(bits, (uint8_t)~bit, __ATOMIC_RELAXED);
+    unsigned cap = cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]), most = page_pcp.high_max[order];
+    if (cap < most)
+        cpu_array_grow(page_pcp.lists[order], cap * 2 < most ? cap * 2 : most);
+}
+
 struct sk_page *page_alloc(unsigned order)
 {
     if (order > SK_MAX_ORDER) {
@@ -1107,6 +1140,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
         if (pcp_enabled) {
+            pcp_tune(order);
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
             unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
@@ -1158,6 +1192,9 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
         if (pcp_push_slow(order, pg))
             return;
         /* Full: drain a batch to the zone, with this block. */
+        uint8_t *bits = &pcp_overflowed[cpu_current()], bit = (uint8_t)(1u << order);
+        if (!(__atomic_load_n(bits, __ATOMIC_RELAXED) & bit))
+            __atomic_fetch_or(bits, bit, __ATOMIC_RELAXED);
         struct sk_page *batch[PCP_BATCH_MAX + 1];
         unsigned n = cpu_pop_batch(page_pcp.lists[order], (void **)batch, page_pcp.batch[order]);
         batch[n++] = pg;
@@ -1427,6 +1464,12 @@ static unsigned long pcp_drain_one(unsigned o, int cpu)
             zone_free_bulk(zone_here(), buf, n, o);
         }
         total += n;
+    }
+    /* Drained: back to the high watermark it started with. */
+    if (o <= PCP_MAX_ORDER) {
+        cpu_array_trim(page_pcp.lists[o], cpu, page_pcp.high[o]);
+        if (__atomic_load_n(&pcp_overflowed[cpu], __ATOMIC_RELAXED) & (1u << o))
+            __atomic_fetch_and(&pcp_overflowed[cpu], (uint8_t)~(1u << o), __ATOMIC_RELAXED);
     }
     return total;
 }

@@ -178,6 +178,7 @@ struct zone {
 struct pcp_set {
     cpu_arrays_t lists[PCP_NR_LISTS];  /* orders 0..PCP_MAX_ORDER, then PCP_EXACT */
     unsigned high[PCP_NR_LISTS];       /* array capacity: the high watermark */
+    unsigned high_max[PCP_NR_LISTS];   /* ... and as far as tuning raises it */
     unsigned batch[PCP_NR_LISTS];      /* blocks moved per refill/drain */
 };
 

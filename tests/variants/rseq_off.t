@@ -4,7 +4,7 @@
 # per-CPU array is reached under its lock.  Runs cpu/percpu_arrays,
 # cpu/percpu_freelist (the sheaves=0 freelist sequences), cpu/drain_empty,
 # cpu/array_pools, the
-# page tests (stress_pages, pcp, buddy), slab/fresh_range and every binary under
+# page tests (stress_pages, pcp, pcp_tune, buddy), slab/fresh_range and every binary under
 # $SK_BUILD/tests/slab whose name contains "stress"; one TAP line each,
 # passing when the binary exits 0.  (There is no option to force the
 # fallback while glibc has rseq registered: mixing would race, so the
@@ -19,7 +19,7 @@
 want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/percpu_freelist" "$B/tests/cpu/rseq_signals" "$B/tests/cpu/drain_empty" \
      "$B/tests/cpu/array_pools" \
      "$B/tests/page/stress_pages" \
-     "$B/tests/page/pcp" "$B/tests/page/buddy" "$B/tests/slab/fresh_range" "$B"/tests/slab/*stress*
+     "$B/tests/page/pcp" "$B/tests/page/pcp_tune" "$B/tests/page/buddy" "$B/tests/slab/fresh_range" "$B"/tests/slab/*stress*
 nomb=
 for f in "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/percpu_freelist" "$B/tests/cpu/drain_empty" "$B/tests/slab/stress_cross_cpu" \
          "$B/tests/page/purger"; do

@@ -1,0 +1,118 @@
+/*
+ * pcp_tune — the per-CPU page lists' high watermark follows what a CPU
+ * cycles (page.c, PCP_GROW_BYTES), on a thread pinned to one CPU, for
+ * every order with lists:
+ *  - frees alone (a teardown) never raise it: past high they go to the
+ *    zone in batches and the list stays at high;
+ *  - a list that overflowed into the zone and then ran dry doubles at
+ *    each such refill, up to high_max (1 MiB of blocks, CPU_ARRAY_MAX at
+ *    most), and never past it;
+ *  - grown, the list keeps more than high blocks of a round, and those
+ *    are allocated and freed again with the zone's free count unmoved;
+ *  - page_drain_pcp() puts the list back to high (and forgets the
+ *    overflow: the next refill does not grow it);
+ *  - the books balance (accounting.h).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+
+#include "accounting.h"
+
+#define NBLK 256
+static struct acct_block blk[NBLK];
+
+static unsigned cap_of(cpu_arrays_t list, int cpu)
+{
+    return __atomic_load_n(&cpu_array_at(list, cpu)->cap, __ATOMIC_RELAXED);
+}
+
+static void take(unsigned o, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!(blk[i].p = sk_alloc_pages(o)))
+            BAIL("sk_alloc_pages(%u) failed", o);
+        blk[i].order = o;
+        blk[i].p[0] = 1;
+    }
+}
+
+static void give(unsigned o, int n)
+{
+    for (int i = n - 1; i >= 0; i--)
+        sk_free_pages(blk[i].p, o);
+}
+
+int main(void)
+{
+    acct_pcp_start();
+    int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
+    diag("CPU %d, per-CPU arrays via %s", cpu, cpu_use_rseq ? "rseq" : "the lock fallback");
+
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
+        cpu_arrays_t list = page_pcp.lists[o];
+        unsigned high = page_pcp.high[o], most = page_pcp.high_max[o];
+        size_t bytes = (size_t)most << (o + SK_PAGE_SHIFT);
+        ok(most >= high && most <= CPU_ARRAY_MAX && most + high < NBLK &&
+           (most == high || most == CPU_ARRAY_MAX || bytes == ((size_t)1 << 20)),
+           "order %u: high %u, grows to at most %u (%zu KiB)", o, high, most, bytes >> 10);
+        page_drain_pcp();
+
+        /* A burst of frees alone. */
+        int n = (int)(most + high);
+        take(o, n);
+        give(o, n);
+        is(cap_of(list, cpu), high, "order %u: %d frees in a row leave the list at high", o, n);
+        ok(cpu_array_count(list, cpu) <= high, "order %u: the list holds at most high blocks", o);
+        page_drain_pcp();
+
+        /* Cycles: overflow, run dry, refill. */
+        unsigned prev = high;
+        int grew_ok = 1, rounds = 0;
+        while (cap_of(list, cpu) < most && rounds < 12) {
+            take(o, n);
+            give(o, n);
+            unsigned now = cap_of(list, cpu);
+            if (now != prev && now != (prev * 2 < most ? prev * 2 : most))
+                grew_ok = 0;
+            prev = now;
+            rounds++;
+        }
+        if (most == high) {
+            is(cap_of(list, cpu), high, "order %u: high is already the most, it stays", o);
+        } else {
+            is(cap_of(list, cpu), most, "order %u: cycling %d blocks grows the list to %u in %d rounds", o, n, most,
+               rounds);
+            ok(grew_ok, "order %u: each step doubles (or stops at high_max)", o);
+        }
+        take(o, n);
+        give(o, n);
+        ok(cap_of(list, cpu) <= most, "order %u: never past high_max", o);
+
+        /* Grown: after a round of `most` blocks, what the list holds (more
+         * than high could) is allocated and freed with no zone trip. */
+        take(o, (int)most);
+        give(o, (int)most);
+        unsigned k = cpu_array_count(list, cpu);
+        if (most >= 2 * high)
+            ok(k > high, "order %u: after a round of %u blocks the list holds %u, more than high %u", o, most, k,
+               high);
+        unsigned long zf = acct_zone_free();
+        take(o, (int)k);
+        give(o, (int)k);
+        is(acct_zone_free(), zf, "order %u: %u blocks allocated and freed leave the zone alone", o, k);
+        is(cpu_array_count(list, cpu), k, "order %u: all %u are back on the list", o, k);
+
+        /* A drain puts it back, and forgets the overflow. */
+        page_drain_pcp();
+        is(cap_of(list, cpu), high, "order %u: page_drain_pcp puts the list back to high %u", o, high);
+        take(o, 1);
+        give(o, 1);
+        is(cap_of(list, cpu), high, "order %u: the next refill does not grow it", o);
+        page_drain_pcp();
+    }
+
+    struct acct_result r;
+    acct_check(NULL, 0, &r);
+    acct_report(&r, "all freed and drained");
+    return done_testing();
+}
