@@ -11,6 +11,10 @@
  *    are allocated and freed again with the zone's free count unmoved;
  *  - page_drain_pcp() puts the list back to high (and forgets the
  *    overflow: the next refill does not grow it);
+ *  - one order grows at a time: another order's growth puts a grown list
+ *    back to high, its excess to the zone;
+ *  - a request that finds no free resident block of its order first puts
+ *    this CPU's grown lists back, and is served from their blocks;
  *  - the books balance (accounting.h).
  */
 #define _GNU_SOURCE
@@ -20,6 +24,13 @@
 
 #define NBLK 256
 static struct acct_block blk[NBLK];
+
+static unsigned long acct_zone_dirty(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.dirty_pages;
+}
 
 static unsigned cap_of(cpu_arrays_t list, int cpu)
 {
@@ -110,6 +121,51 @@ int main(void)
         is(cap_of(list, cpu), high, "order %u: the next refill does not grow it", o);
         page_drain_pcp();
     }
+
+    /* One grown order at a time: order 3 growing puts a grown order-2
+     * list back to high, its excess to the zone. */
+    unsigned h2 = page_pcp.high[2], h3 = page_pcp.high[3];
+    int n2 = (int)(page_pcp.high_max[2] + h2), n3 = (int)(page_pcp.high_max[3] + h3);
+    for (int i = 0; i < 8 && cap_of(page_pcp.lists[2], cpu) <= h2; i++) {
+        take(2, n2);
+        give(2, n2);
+    }
+    unsigned grown2 = cap_of(page_pcp.lists[2], cpu), held2 = cpu_array_count(page_pcp.lists[2], cpu);
+    ok(grown2 > h2 && held2 > h2, "order 2 grown to %u, holding %u blocks", grown2, held2);
+    for (int i = 0; i < 8 && cap_of(page_pcp.lists[3], cpu) <= h3; i++) {
+        take(3, n3);
+        give(3, n3);
+    }
+    ok(cap_of(page_pcp.lists[3], cpu) > h3, "then order 3 grows too (%u)", cap_of(page_pcp.lists[3], cpu));
+    is(cap_of(page_pcp.lists[2], cpu), h2, "and order 2 is back to high %u", h2);
+    ok(cpu_array_count(page_pcp.lists[2], cpu) <= h2, "holding %u blocks, at most high",
+       cpu_array_count(page_pcp.lists[2], cpu));
+    page_drain_pcp();
+
+    /* A request that would take fresh memory first puts this CPU's grown
+     * lists back (no rate limit, no other CPU involved): an order-1 list
+     * grown, the zone's free memory all purged, then an order-3 request. */
+    unsigned h1 = page_pcp.high[1];
+    int n1 = (int)(page_pcp.high_max[1] + h1);
+    for (int i = 0; i < 8 && cap_of(page_pcp.lists[1], cpu) <= h1; i++) {
+        take(1, n1);
+        give(1, n1);
+    }
+    unsigned held1 = cpu_array_count(page_pcp.lists[1], cpu);
+    ok(cap_of(page_pcp.lists[1], cpu) > h1 && held1 > h1, "order 1 grown to %u, holding %u blocks",
+       cap_of(page_pcp.lists[1], cpu), held1);
+    page_reclaim(0, false);          /* every dirty zone block purged; lists kept */
+    is(acct_zone_dirty(), 0ul, "the zone holds no free resident block");
+    blk[0].p = sk_alloc_pages(3);
+    blk[0].order = 3;
+    if (!blk[0].p)
+        BAIL("sk_alloc_pages(3) failed");
+    is(cap_of(page_pcp.lists[1], cpu), h1, "an order-3 request that found none put order 1 back to high %u", h1);
+    ok(cpu_array_count(page_pcp.lists[1], cpu) <= h1, "its %u blocks beyond high went to the zone",
+       held1 - cpu_array_count(page_pcp.lists[1], cpu));
+    ok(!(page_of(blk[0].p)->flags & PG_ZEROED), "and the order-3 block is made of them (resident, not fresh)");
+    sk_free_pages(blk[0].p, 3);
+    page_drain_pcp();
 
     struct acct_result r;
     acct_check(NULL, 0, &r);
