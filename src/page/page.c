@@ -844,6 +844,12 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
  */
 #define EXACT_FIT_MIN_ORDER 9
 #define EXACT_FIT_SCAN 64
+/* Blocks a realloc grows into (page_alloc_exact_grow) are placed best-fit
+ * from 64 KiB up: there the buddy placement's room after a block is what
+ * the next growth in place takes, and the asker leaves that room itself
+ * (kmalloc's headroom), while the buddy's split left 4.7 MiB of resident
+ * pieces behind realloc_grow's 64 buffers (peak 12.1 -> 10.3 MiB). */
+#define EXACT_FIT_GROW_MIN_ORDER 4
 
 /* The pages of [q, end) that may be resident: free blocks from q, each
  * resident to its span.  zone->lock held. */
@@ -917,10 +923,11 @@ done:
  * resident block of `order` is free.  resident_only: NULL rather than
  * clean memory. */
 static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t exact, unsigned align_order,
-                                       bool resident_only, uint64_t now, bool *clean, bool *dirtied)
+                                       unsigned fit_order, bool resident_only, uint64_t now, bool *clean,
+                                       bool *dirtied)
 {
     struct sk_page *pg = NULL;
-    if (exact && order >= EXACT_FIT_MIN_ORDER && !align_order) {
+    if (exact && order >= fit_order && !align_order) {
         pg = zone_take_fit(z, order, exact, resident_only, now, clean, dirtied);
         if (pg)
             return pg;
@@ -974,13 +981,13 @@ static struct sk_page *zone_took(struct zone *z, struct sk_page *pg, unsigned or
  * to the slab zone, and slab pages among the large blocks would keep them
  * from merging (the reason they have a zone of their own).
  */
-static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_order)
+static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_order, unsigned fit_order)
 {
     struct zone *z = zone_here();
     bool clean = false, dirtied = false;
     lock_acquire(&z->lock);
     uint64_t now = os_now_ms_coarse();
-    struct sk_page *pg = zone_take_block(z, order, exact, align_order, true, now, &clean, &dirtied);
+    struct sk_page *pg = zone_take_block(z, order, exact, align_order, fit_order, true, now, &clean, &dirtied);
     if (!pg) {
         lock_release(&z->lock);
         return NULL;
@@ -991,7 +998,8 @@ static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_
 /* A block of `order`; with exact (large blocks: 0 < exact <= 2^order) only
  * its first `exact` pages, the tail going back in the same lock hold, and
  * the block counted in the zone's exact totals. */
-static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order)
+static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order,
+                                  unsigned fit_order)
 {
     bool borrow = exact && z != zone_here() && sk_opt.zone_borrow;
     for (bool first = true;; first = false) {
@@ -1001,12 +1009,13 @@ static struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, 
         unsigned long gen = z->grow_gen;
         uint64_t now = os_now_ms_coarse();
         bool clean = false, dirtied = false;
-        struct sk_page *pg = zone_take_block(z, order, exact, align_order, borrow, now, &clean, &dirtied);
+        struct sk_page *pg = zone_take_block(z, order, exact, align_order, fit_order, borrow, now, &clean,
+                                             &dirtied);
         if (!pg && borrow) {
             /* Nothing resident here: the slab zone's, then our clean
              * memory (the lock was dropped: look again). */
             lock_release(&z->lock);
-            if ((pg = zone_borrow(order, exact, align_order)))
+            if ((pg = zone_borrow(order, exact, align_order, fit_order)))
                 return pg;
             borrow = false;
             continue;
@@ -1211,7 +1220,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    return zone_alloc(zone_here(), order, 0, 0);
+    return zone_alloc(zone_here(), order, 0, 0, EXACT_FIT_MIN_ORDER);
 }
 
 /* A push onto per-CPU list `l` after the fast push failed: the locked
@@ -1306,7 +1315,7 @@ static void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, s
  * block.  It stays counted as an exact block in use (mallinfo2's hblkhd),
  * as glibc counts its tcache chunks as in use.
  */
-struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
+static struct sk_page *alloc_exact(size_t nr_pages, unsigned align_order, unsigned fit_order)
 {
     if (align_order == 0 && nr_pages <= EXACT_CACHE_PAGES) {
         struct sk_page *pg = page_exact_cached(nr_pages);
@@ -1322,13 +1331,23 @@ struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
     }
     struct zone *z = zone_large();
     /* The block and its tail's return in one lock hold. */
-    struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order);
+    struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order, fit_order);
     if (!pg)
         return NULL;
     pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
     pg->large.nr_pages = nr_pages;
     page_purger_poll();   /* called from kmalloc with no lock held */
     return pg;
+}
+
+struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order)
+{
+    return alloc_exact(nr_pages, align_order, EXACT_FIT_MIN_ORDER);
+}
+
+struct sk_page *page_alloc_exact_grow(size_t nr_pages)
+{
+    return alloc_exact(nr_pages, 0, EXACT_FIT_GROW_MIN_ORDER);
 }
 
 struct sk_page *page_alloc_kblock(void)

@@ -222,6 +222,9 @@ void page_free(struct sk_page *pg, unsigned order);
 /* Exactly nr_pages pages (the tail of the power-of-two block is freed);
  * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
+/* The same for a block a realloc grows into: placed best-fit from 64 KiB
+ * up (page.c, EXACT_FIT_GROW_MIN_ORDER), as every block above 1 MiB is. */
+struct sk_page *page_alloc_exact_grow(size_t nr_pages);
 /* A large block of 2^PCP_MAX_ORDER pages through the per-CPU page lists,
  * as the kernel's kmalloc_large takes an order from the pcp lists: the
  * head gets PG_LARGE | PG_KBLOCK, nr_pages the whole block. */

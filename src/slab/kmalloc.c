@@ -448,6 +448,28 @@ void *sk_calloc(size_t nmemb, size_t size)
 
 #define REALLOC_COLD_MIN 1024
 
+/*
+ * The block a realloc moves a buffer into when it outgrows 32 KiB: a
+ * quarter more pages than asked, placed best-fit (page_alloc_exact_grow).
+ * A buffer grown a few bytes at a time then moves once per quarter of
+ * growth, not whenever the pages after it are taken, and its block sits
+ * in the tightest hole, not at the head of a buddy block whose tail the
+ * next request of any size takes (bench/peers realloc_grow: peak 12.1 ->
+ * 10.3 MiB, the same time; best fit without the headroom moved every
+ * buffer at every page and took 18% longer).  NULL when the size is not
+ * an exact block's, or on failure: the caller's sk_malloc then decides.
+ */
+static void *kmalloc_large_grow(size_t size)
+{
+    size_t want = size + size / 4;
+    size_t pages = (want + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
+    if (want < size || pages > ((size_t)1 << SK_MAX_ORDER) ||
+        want >= __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED) || slab_init() != 0)
+        return NULL;
+    struct sk_page *pg = page_alloc_exact_grow(pages);
+    return pg ? page_address(pg) : NULL;
+}
+
 void *sk_realloc(void *p, size_t size)
 {
     if (!p)
@@ -483,8 +505,8 @@ void *sk_realloc(void *p, size_t size)
                 return p;
         }
     }
-    void *q = sk_malloc(size);
-    if (!q)
+    void *q = size > old && size > KMALLOC_KBLOCK_SIZE ? kmalloc_large_grow(size) : NULL;
+    if (!q && !(q = sk_malloc(size)))
         return NULL;
     memcpy(q, p, size < old ? size : old);
     /* Outgrown: an object of 1 KiB or more that the program made larger

@@ -1,0 +1,85 @@
+/*
+ * exact_grow_fit — a block a realloc grows into (page_alloc_exact_grow) is
+ * placed best-fit from 64 KiB up (page.c, EXACT_FIT_GROW_MIN_ORDER), where
+ * page_alloc_exact still takes a buddy block of the rounded-up order:
+ *  - six 20-page grow blocks, every page written, lie side by side (a
+ *    buddy placement puts each at its own 32-page block);
+ *  - B1 freed (a 20-page resident hole) and B3, B4 freed (40 pages): an
+ *    18-page grow block goes into B1's hole, the tightest, and a 38-page
+ *    one into B3-B4's, every page resident already;
+ *  - a 20-page page_alloc_exact block starts on a 32-page boundary of its
+ *    slice (the buddy's), so the fit is the grow path's alone;
+ *  - once all is freed the books balance (accounting.h).
+ * The purger is off (background=0) so that nothing is purged meanwhile.
+ */
+#define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "accounting.h"
+#include "side_by_side.h"
+#include "statm.h"
+
+#define NBLK 6
+#define PAGES 20
+
+static char *addr(struct sk_page *pg)
+{
+    return page_address(pg);
+}
+
+static struct sk_page *grow(size_t pages)
+{
+    struct sk_page *r = page_alloc_exact_grow(pages);
+    if (!r)
+        BAIL("page_alloc_exact_grow(%zu) failed", pages);
+    memset(addr(r), 0x6b, pages * SK_PAGE_SIZE);
+    return r;
+}
+
+int main(void)
+{
+    acct_no_purger();
+    page_init();
+
+    struct sk_page *blk[NBLK];
+    for (int i = 0; i < NBLK; i++)
+        blk[i] = grow(PAGES);
+    qsort(blk, NBLK, sizeof blk[0], side_by_side_cmp);
+    bool packed = true;
+    for (int i = 1; i < NBLK; i++)
+        packed &= addr(blk[i]) == addr(blk[i - 1]) + PAGES * SK_PAGE_SIZE;
+    ok(packed, "%d grow blocks of %d pages lie side by side, not 32 pages apart", NBLK, PAGES);
+    ok((blk[0]->flags & PG_LARGE) && blk[0]->large.nr_pages == PAGES, "each an exact block of %d pages", PAGES);
+
+    /* ---- the tightest hole ---- */
+    char *h1 = addr(blk[1]), *h3 = addr(blk[3]);
+    free_to_zone(blk[1]);
+    free_to_zone(blk[3]);
+    free_to_zone(blk[4]);
+    struct sk_page *r = grow(18);
+    is((uintptr_t)addr(r), (uintptr_t)h1, "18 pages: B1's 20-page hole, the tightest");
+    struct sk_page *s = page_alloc_exact_grow(38);
+    if (!s)
+        BAIL("page_alloc_exact_grow(38) failed");
+    is((uintptr_t)addr(s), (uintptr_t)h3, "38 pages: the 40-page hole of B3 and B4");
+    is(resident_pages(addr(s), 38), 38, "every page of it resident already");
+
+    /* ---- page_alloc_exact keeps the buddy's placement ---- */
+    struct sk_page *b = page_alloc_exact(PAGES, 0);
+    if (!b)
+        BAIL("page_alloc_exact(%d) failed", PAGES);
+    ok(page_index(b) % 32 == 0, "a 20-page page_alloc_exact block starts a 32-page buddy block (index %zu)",
+       page_index(b));
+
+    /* ---- the books ---- */
+    free_to_zone(b);
+    free_to_zone(s);
+    free_to_zone(r);
+    free_to_zone(blk[0]);
+    free_to_zone(blk[2]);
+    free_to_zone(blk[5]);
+    acct_end();
+    return done_testing();
+}
