@@ -11,7 +11,9 @@
  * kept its own slabs, arrays and partial lists, memory no other size could
  * use, while the per-CPU page lists serve every order-3 request and drain
  * to the zone before it takes fresh memory); beyond 32 KiB, exactly the
- * pages needed (the tail of its power-of-two block goes back at once);
+ * pages needed (the tail of its power-of-two block goes back at once), or
+ * a quarter more, placed best-fit, for a block realloc moves a growing
+ * buffer into (kmalloc_large_grow);
  * beyond the largest buddy order (64 MiB), a direct mapping of whole
  * slices, still known to the page map.
  *
