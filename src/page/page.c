@@ -635,18 +635,69 @@ static bool zone_has_dirty(const struct zone *z, unsigned order)
     return false;
 }
 
+/* ---- per-CPU list tuning ---- */
+
 #define PCP_BATCH_MAX 32      /* blocks moved at most per refill or drain */
 static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);
 
-/* CPU slot `cpu`'s list of order o back to its high watermark, what it
- * holds beyond that to the zone (popped here: if this thread moved to
- * another CPU since, that one's list gives its top blocks instead, as
- * harmless).  No lock held. */
+/*
+ * High-watermark tuning, after the kernel's (6.7, "mm: tune PCP high
+ * automatically"): a CPU whose list of an order overflowed into the zone
+ * and then ran dry cycles more blocks than the list holds, and every one
+ * of them pays a zone round trip (the lock, the buddy's split and merge)
+ * twice a cycle.  Its list grows, doubling at each such refill, up to
+ * PCP_GROW_BYTES of blocks (high_max); a drain of the list (idle, before
+ * fresh memory, page_drain_pcp) puts it back to high.  The blocks a grown
+ * list keeps are the ones the zone would hold dirty for the same program,
+ * resident either way; the idle drain still hands them back within a
+ * purger tick of the program going quiet.  sizeclass's 8-32 KiB batches
+ * (1 MiB of order-3 blocks a round) took the zone path for three blocks
+ * in four.  One order grows at a time (pcp_tune), and a request bound for
+ * fresh memory first takes back this CPU's grown lists
+ * (zone_drain_before_fresh): without both, sizeclass's 1 KiB class grew
+ * the order-2 list, whose blocks then sat there while the 2-16 KiB
+ * classes took 1 MiB of fresh memory for their order-3 slabs (peak RSS
+ * 3.5 -> 4.4 MiB).
+ *
+ * Bit o of pcp_overflowed[slot]: list o of that CPU slot sent a batch to
+ * the zone since its last refill.  A hint, set and cleared with relaxed
+ * atomics by whichever thread runs there: a race loses or repeats one
+ * doubling, never a block.
+ */
+#define PCP_GROW_BYTES ((size_t)1 << 20)
+static uint8_t pcp_overflowed[CPU_MAX_IDS + 1];
+_Static_assert(PCP_MAX_ORDER < 8, "pcp_overflowed holds a bit per order");
+static unsigned long page_pcp_grows;           /* statistics (relaxed) */
+
+static inline void pcp_overflow_note(int cpu, unsigned o)
+{
+    if (!(__atomic_load_n(&pcp_overflowed[cpu], __ATOMIC_RELAXED) & (1u << o)))
+        __atomic_fetch_or(&pcp_overflowed[cpu], (uint8_t)(1u << o), __ATOMIC_RELAXED);
+}
+
+/* Whether list o of slot cpu overflowed since; forgets it. */
+static inline bool pcp_overflow_take(int cpu, unsigned o)
+{
+    if (likely(!(__atomic_load_n(&pcp_overflowed[cpu], __ATOMIC_RELAXED) & (1u << o))))
+        return false;
+    __atomic_fetch_and(&pcp_overflowed[cpu], (uint8_t)~(1u << o), __ATOMIC_RELAXED);
+    return true;
+}
+
+static inline bool pcp_grown(unsigned o, int cpu)
+{
+    return __atomic_load_n(&cpu_array_at(page_pcp.lists[o], cpu)->cap, __ATOMIC_RELAXED) > page_pcp.high[o];
+}
+
+/* Slot cpu's list of order o back to its high watermark, what it holds
+ * beyond that to the zone (popped here: if this thread moved to another
+ * CPU since, that one's list gives its top blocks instead, as harmless).
+ * No lock held. */
 static void pcp_ungrow(unsigned o, int cpu)
 {
     cpu_arrays_t list = page_pcp.lists[o];
     unsigned high = page_pcp.high[o];
-    if (__atomic_load_n(&cpu_array_at(list, cpu)->cap, __ATOMIC_RELAXED) <= high)
+    if (!pcp_grown(o, cpu))
         return;
     cpu_array_trim(list, cpu, high);
     unsigned count = cpu_array_count(list, cpu), left = count > high ? count - high : 0, n;
@@ -655,6 +706,38 @@ static void pcp_ungrow(unsigned o, int cpu)
         zone_free_bulk(zone_here(), buf, n, o);
         left -= n;
     }
+}
+
+/* Slot cpu's lists other than order keep's: whether one is grown; all of
+ * them back to high. */
+static bool pcp_others_grown(int cpu, unsigned keep)
+{
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        if (o != keep && pcp_grown(o, cpu))
+            return true;
+    return false;
+}
+
+static void pcp_ungrow_others(int cpu, unsigned keep)
+{
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        if (o != keep)
+            pcp_ungrow(o, cpu);
+}
+
+/* A refill of this CPU's list of `order`: grow it if it overflowed since
+ * the last one, and put the others back. */
+static void pcp_tune(unsigned order)
+{
+    int cpu = cpu_current();
+    if (!pcp_overflow_take(cpu, order))
+        return;
+    unsigned cap = cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]), most = page_pcp.high_max[order];
+    if (cap >= most)
+        return;
+    cpu_array_grow(page_pcp.lists[order], cap * 2 < most ? cap * 2 : most);
+    __atomic_fetch_add(&page_pcp_grows, 1, __ATOMIC_RELAXED);
+    pcp_ungrow_others(cpu, order);
 }
 
 /* Called with z->lock held by a request of `order`: true when it dropped
@@ -669,14 +752,9 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
      * own, empty): what they hold beyond high goes back, here, with no
      * other CPU to interrupt and so no rate limit. */
     int cpu = cpu_current();
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
-        if (o == order || __atomic_load_n(&cpu_array_at(page_pcp.lists[o], cpu)->cap, __ATOMIC_RELAXED) <=
-                              page_pcp.high[o])
-            continue;
+    if (pcp_others_grown(cpu, order)) {
         lock_release(&z->lock);
-        for (unsigned p = o; p <= PCP_MAX_ORDER; p++)
-            if (p != order)
-                pcp_ungrow(p, cpu);
+        pcp_ungrow_others(cpu, order);
         return true;
     }
     /* At most one drain per FRESH_DRAIN_MS: it interrupts every CPU
@@ -1073,24 +1151,6 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
 
 /* ---- public block API ---- */
 
-/*
- * High-watermark tuning, after the kernel's (6.7, "mm: tune PCP high
- * automatically"): a CPU whose list of an order overflowed into the zone
- * and then ran dry cycles more blocks than the list holds, and every one
- * of them pays a zone round trip (the lock, the buddy's split and merge)
- * twice a cycle.  Its list grows, doubling at each such refill, up to
- * PCP_GROW_BYTES of blocks (high_max); a drain of the list (idle, before
- * fresh memory, page_drain_pcp) puts it back to high.  The blocks a grown
- * list keeps are the ones the zone would hold dirty for the same program,
- * resident either way; the idle drain still hands them back within a
- * purger tick of the program going quiet.  sizeclass's 8-32 KiB batches
- * (1 MiB of order-3 blocks a round) took the zone path for three blocks
- * in four.  Bit o of pcp_overflowed[slot]: list o of that slot sent a
- * batch to the zone since its last refill (a hint; a race loses a step).
- */
-#define PCP_GROW_BYTES ((size_t)1 << 20)
-static uint8_t pcp_overflowed[CPU_MAX_IDS + 1];
-_Static_assert(PCP_MAX_ORDER < 8, "pcp_overflowed holds a bit per order");
 /* The exact-block cache (page_alloc_exact): blocks per CPU (the largest
  * it keeps: EXACT_CACHE_PAGES, page.h). */
 #define EXACT_CACHE_BLOCKS 1
@@ -1158,29 +1218,6 @@ int page_init(void)
     return r;
 }
 
-/* A refill of this CPU's list of `order`: grow it if it overflowed since
- * the last one (PCP_GROW_BYTES above).  One order at a time: the other
- * lists of this CPU go back to high, so that a program moving on from one
- * size to another leaves no megabyte of blocks on a list it no longer
- * uses (sizeclass: its 1 KiB class grew the order-2 list, whose blocks
- * then sat there while the 2-16 KiB classes took 1 MiB of fresh memory
- * for their order-3 slabs: peak RSS 3.5 -> 4.4 MiB). */
-static void pcp_tune(unsigned order)
-{
-    int cpu = cpu_current();
-    uint8_t *bits = &pcp_overflowed[cpu], bit = (uint8_t)(1u << order);
-    if (likely(!(__atomic_load_n(bits, __ATOMIC_RELAXED) & bit)))
-        return;
-    __atomic_fetch_and(bits, (uint8_t)~bit, __ATOMIC_RELAXED);
-    unsigned cap = cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]), most = page_pcp.high_max[order];
-    if (cap >= most)
-        return;
-    cpu_array_grow(page_pcp.lists[order], cap * 2 < most ? cap * 2 : most);
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != order)
-            pcp_ungrow(o, cpu);
-}
-
 struct sk_page *page_alloc(unsigned order)
 {
     if (order > SK_MAX_ORDER) {
@@ -1246,9 +1283,7 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
         if (pcp_push_slow(order, pg))
             return;
         /* Full: drain a batch to the zone, with this block. */
-        uint8_t *bits = &pcp_overflowed[cpu_current()], bit = (uint8_t)(1u << order);
-        if (!(__atomic_load_n(bits, __ATOMIC_RELAXED) & bit))
-            __atomic_fetch_or(bits, bit, __ATOMIC_RELAXED);
+        pcp_overflow_note(cpu_current(), order);
         struct sk_page *batch[PCP_BATCH_MAX + 1];
         unsigned n = cpu_pop_batch(page_pcp.lists[order], (void **)batch, page_pcp.batch[order]);
         batch[n++] = pg;
@@ -1532,8 +1567,7 @@ static unsigned long pcp_drain_one(unsigned o, int cpu)
     /* Drained: back to the high watermark it started with. */
     if (o <= PCP_MAX_ORDER) {
         cpu_array_trim(page_pcp.lists[o], cpu, page_pcp.high[o]);
-        if (__atomic_load_n(&pcp_overflowed[cpu], __ATOMIC_RELAXED) & (1u << o))
-            __atomic_fetch_and(&pcp_overflowed[cpu], (uint8_t)~(1u << o), __ATOMIC_RELAXED);
+        pcp_overflow_take(cpu, o);
     }
     return total;
 }
@@ -1753,6 +1787,7 @@ void page_stats(struct page_stats *st)
     st->purger_pages = __atomic_load_n(&page_purger.pages, __ATOMIC_RELAXED);
     st->purger_drained = __atomic_load_n(&page_purger.drained, __ATOMIC_RELAXED);
     st->pcp_fresh_drains = __atomic_load_n(&page_pcp_fresh_drains, __ATOMIC_RELAXED);
+    st->pcp_grows = __atomic_load_n(&page_pcp_grows, __ATOMIC_RELAXED);
     unsigned long cb, cp;
     exact_cached(&cb, &cp);   /* free blocks on a per-CPU list too */
     st->pcp_pages = pcp_enabled ? pcp_pages() + cp : 0;

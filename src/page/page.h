@@ -301,6 +301,8 @@ struct page_stats {
     /* Times the per-CPU lists went back to the zone before a request
      * would have taken never-used memory (page.c, zone_drain_before_fresh). */
     unsigned long pcp_fresh_drains;
+    /* Times a per-CPU list's high watermark doubled (page.c, pcp_tune). */
+    unsigned long pcp_grows;
 };
 void page_stats(struct page_stats *st);
 /* Blocks the zones have taken that were not resident (fresh or purged

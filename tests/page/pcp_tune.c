@@ -7,6 +7,7 @@
  *  - a list that overflowed into the zone and then ran dry doubles at
  *    each such refill, up to high_max (1 MiB of blocks, CPU_ARRAY_MAX at
  *    most), and never past it;
+ *  - page_stats counts each doubling (pcp_grows);
  *  - grown, the list keeps more than high blocks of a round, and those
  *    are allocated and freed again with the zone's free count unmoved;
  *  - page_drain_pcp() puts the list back to high (and forgets the
@@ -30,6 +31,13 @@ static unsigned long acct_zone_dirty(void)
     struct page_stats st;
     page_stats(&st);
     return st.dirty_pages;
+}
+
+static unsigned long grows(void)
+{
+    struct page_stats st;
+    page_stats(&st);
+    return st.pcp_grows;
 }
 
 static unsigned cap_of(cpu_arrays_t list, int cpu)
@@ -79,15 +87,18 @@ int main(void)
         /* Cycles: overflow, run dry, refill. */
         unsigned prev = high;
         int grew_ok = 1, rounds = 0;
+        unsigned long steps = 0, grows0 = grows();
         while (cap_of(list, cpu) < most && rounds < 12) {
             take(o, n);
             give(o, n);
             unsigned now = cap_of(list, cpu);
             if (now != prev && now != (prev * 2 < most ? prev * 2 : most))
                 grew_ok = 0;
+            steps += now != prev;
             prev = now;
             rounds++;
         }
+        is(grows() - grows0, steps, "order %u: page_stats counts the %lu doublings", o, steps);
         if (most == high) {
             is(cap_of(list, cpu), high, "order %u: high is already the most, it stays", o);
         } else {
