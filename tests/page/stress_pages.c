@@ -11,6 +11,12 @@
  * is freed and the books (accounting.h) must balance, with every slice
  * coalesced into one block.  The drain of every CPU's lists that an
  * allocation makes before it takes fresh memory must have run meanwhile.
+ * Every fourth worker allocates in bursts instead: 20-40 blocks of one
+ * order from 1 to 3, more than that order's list holds, then frees them
+ * all, so that its CPU's lists overflow, run dry and grow (page.c,
+ * pcp_tune), put one another back, and are trimmed by the reclaimer's
+ * drains, all while the other threads push and pop on the same lists:
+ * the tuning must have run (page_stats' pcp_grows).
  * Usage: stress_pages [milliseconds]   (default 1500)
  *
  * TSAN: yes
@@ -113,6 +119,23 @@ static int alloc_one(struct rec *r, unsigned order, uint32_t owner, uint32_t seq
     return 1;
 }
 
+/* Bursts of one order at a time, each larger than that order's list. */
+static void burst(uint32_t id, uint64_t *s, long *allocs, long *frees)
+{
+    struct rec live[PER_THREAD];
+    uint32_t seq = 0;
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+        uint64_t x = rnd(s);
+        unsigned order = 1 + (unsigned)(x % 3), want = 20 + (unsigned)((x >> 8) % 21), n = 0;
+        while (n < want && alloc_one(&live[n], order, id, ++seq))
+            n++;
+        for (unsigned i = 0; i < n; i++)
+            check_and_free(&live[i]);
+        *allocs += n;
+        *frees += n;
+    }
+}
+
 static void *worker(void *arg)
 {
     uint32_t id = (uint32_t)(uintptr_t)arg, seq = 0;
@@ -120,6 +143,8 @@ static void *worker(void *arg)
     struct rec live[PER_THREAD];
     unsigned n = 0;
     long allocs = 0, frees = 0, handed = 0, remote = 0;
+    if (id % 4 == 0)
+        burst(id, &s, &allocs, &frees);
     while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         uint64_t x = rnd(&s);
         unsigned op = (unsigned)(x % 16);
@@ -246,6 +271,7 @@ int main(int argc, char **argv)
     ok(!sk_opt.pcp || st.pcp_fresh_drains > 0,
        "allocations drained the per-CPU lists before taking fresh memory %lu times during the stress",
        st.pcp_fresh_drains);
+    ok(!sk_opt.pcp || st.pcp_grows > 0, "per-CPU lists grew %lu times under the bursts", st.pcp_grows);
     unsigned long smaller = acct_all_freed(&st);
     ok(st.free_blocks[SK_MAX_ORDER] == st.managed_pages >> SK_MAX_ORDER && smaller == 0,
        "all freed: %lu slices coalesced into %lu blocks of order %d (%lu smaller blocks)",
