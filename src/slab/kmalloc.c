@@ -173,6 +173,13 @@ void kmalloc_tables_divert(bool divert)
 
 /* ---- large blocks ---- */
 
+/* Whether a block of `size` bytes, `pages` pages, is one of the page
+ * allocator's exact blocks rather than a direct mapping. */
+static inline bool exact_block_size(size_t size, size_t pages)
+{
+    return pages <= ((size_t)1 << SK_MAX_ORDER) && size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED);
+}
+
 void *kmalloc_large(size_t size, size_t align)
 {
     size_t pages = (size + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
@@ -187,8 +194,7 @@ void *kmalloc_large(size_t size, size_t align)
         struct sk_page *pg = page_alloc_kblock();
         return pg ? page_address(pg) : NULL;
     }
-    if (pages <= ((size_t)1 << SK_MAX_ORDER) && align_order <= SK_MAX_ORDER &&
-        size < __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED)) {
+    if (exact_block_size(size, pages) && align_order <= SK_MAX_ORDER) {
         struct sk_page *pg = page_alloc_exact(pages, align_order);   /* counted there */
         if (!pg)
             return NULL;
@@ -465,8 +471,7 @@ static void *kmalloc_large_grow(size_t size)
 {
     size_t want = size + size / 4;
     size_t pages = (want + SK_PAGE_SIZE - 1) >> SK_PAGE_SHIFT;
-    if (want < size || pages > ((size_t)1 << SK_MAX_ORDER) ||
-        want >= __atomic_load_n(&kmalloc_direct_min, __ATOMIC_RELAXED) || slab_init() != 0)
+    if (want < size || !exact_block_size(want, pages))
         return NULL;
     struct sk_page *pg = page_alloc_exact_grow(pages);
     return pg ? page_address(pg) : NULL;
