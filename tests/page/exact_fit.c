@@ -49,10 +49,7 @@ int main(void)
 
     struct sk_page *blk[NBLK];
     side_by_side(blk, NBLK, PAGES);
-    bool packed = true;
-    for (int i = 1; i < NBLK; i++)
-        packed &= addr(blk[i]) == addr(blk[i - 1]) + PAGES * SK_PAGE_SIZE;
-    ok(packed, "%d blocks of %d pages lie side by side, not 512 pages apart", NBLK, PAGES);
+    ok(side_by_side_packed(blk, NBLK, PAGES), "%d blocks of %d pages lie side by side, not 512 pages apart", NBLK, PAGES);
 
     /* ---- the tightest hole ---- */
     char *h1 = addr(blk[1]), *h3 = addr(blk[3]);

@@ -13,10 +13,6 @@
  * The purger is off (background=0) so that nothing is purged meanwhile.
  */
 #define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
-#include <stdint.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-
 #include "accounting.h"
 #include "side_by_side.h"
 #include "statm.h"
@@ -24,17 +20,11 @@
 #define NBLK 6
 #define PAGES 20
 
-static char *addr(struct sk_page *pg)
-{
-    return page_address(pg);
-}
-
 static struct sk_page *grow(size_t pages)
 {
     struct sk_page *r = page_alloc_exact_grow(pages);
     if (!r)
         BAIL("page_alloc_exact_grow(%zu) failed", pages);
-    memset(addr(r), 0x6b, pages * SK_PAGE_SIZE);
     return r;
 }
 
@@ -44,27 +34,20 @@ int main(void)
     page_init();
 
     struct sk_page *blk[NBLK];
-    for (int i = 0; i < NBLK; i++)
-        blk[i] = grow(PAGES);
-    qsort(blk, NBLK, sizeof blk[0], side_by_side_cmp);
-    bool packed = true;
-    for (int i = 1; i < NBLK; i++)
-        packed &= addr(blk[i]) == addr(blk[i - 1]) + PAGES * SK_PAGE_SIZE;
-    ok(packed, "%d grow blocks of %d pages lie side by side, not 32 pages apart", NBLK, PAGES);
+    side_by_side_from(blk, NBLK, PAGES, page_alloc_exact_grow);
+    ok(side_by_side_packed(blk, NBLK, PAGES), "%d grow blocks of %d pages lie side by side, not 32 pages apart", NBLK, PAGES);
     ok((blk[0]->flags & PG_LARGE) && blk[0]->large.nr_pages == PAGES, "each an exact block of %d pages", PAGES);
 
     /* ---- the tightest hole ---- */
-    char *h1 = addr(blk[1]), *h3 = addr(blk[3]);
+    char *h1 = page_address(blk[1]), *h3 = page_address(blk[3]);
     free_to_zone(blk[1]);
     free_to_zone(blk[3]);
     free_to_zone(blk[4]);
     struct sk_page *r = grow(18);
-    is((uintptr_t)addr(r), (uintptr_t)h1, "18 pages: B1's 20-page hole, the tightest");
-    struct sk_page *s = page_alloc_exact_grow(38);
-    if (!s)
-        BAIL("page_alloc_exact_grow(38) failed");
-    is((uintptr_t)addr(s), (uintptr_t)h3, "38 pages: the 40-page hole of B3 and B4");
-    is(resident_pages(addr(s), 38), 38, "every page of it resident already");
+    is((uintptr_t)page_address(r), (uintptr_t)h1, "18 pages: B1's 20-page hole, the tightest");
+    struct sk_page *s = grow(38);
+    is((uintptr_t)page_address(s), (uintptr_t)h3, "38 pages: the 40-page hole of B3 and B4");
+    is(resident_pages(page_address(s), 38), 38, "every page of it resident already");
 
     /* ---- page_alloc_exact keeps the buddy's placement ---- */
     struct sk_page *b = page_alloc_exact(PAGES, 0);

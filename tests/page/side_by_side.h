@@ -5,6 +5,8 @@
  * side_by_side(blk, n, pages): n exact blocks of `pages` pages each, every
  * page written (resident), sorted by address; fresh from a new zone they
  * lie next to one another.  Bails out when one cannot be had.
+ * side_by_side_from: the same from another allocator of exact blocks
+ * (page_alloc_exact_grow); side_by_side_packed: whether they do lie so.
  * free_to_zone(pg): page_free_exact, past the per-CPU exact-block cache.
  * zone_dirty_pages(): the zones' free pages counted as resident
  * (page_stats), what dirty_max_mb measures.
@@ -12,6 +14,7 @@
 #ifndef SK_TEST_SIDE_BY_SIDE_H
 #define SK_TEST_SIDE_BY_SIDE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +29,34 @@ static int side_by_side_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static inline void side_by_side(struct sk_page **blk, int n, size_t pages)
+static inline void side_by_side_from(struct sk_page **blk, int n, size_t pages, struct sk_page *(*alloc)(size_t))
 {
     for (int i = 0; i < n; i++) {
-        blk[i] = page_alloc_exact(pages, 0);
+        blk[i] = alloc(pages);
         if (!blk[i])
-            BAIL("page_alloc_exact(%zu) failed", pages);
+            BAIL("allocating %zu pages failed", pages);
         memset(page_address(blk[i]), 0x5a, pages * SK_PAGE_SIZE);
     }
     qsort(blk, (size_t)n, sizeof blk[0], side_by_side_cmp);
+}
+
+static inline struct sk_page *side_by_side_exact(size_t pages)
+{
+    return page_alloc_exact(pages, 0);
+}
+
+static inline void side_by_side(struct sk_page **blk, int n, size_t pages)
+{
+    side_by_side_from(blk, n, pages, side_by_side_exact);
+}
+
+/* Whether blk[0..n), sorted, lie one right after another. */
+static inline bool side_by_side_packed(struct sk_page *const *blk, int n, size_t pages)
+{
+    for (int i = 1; i < n; i++)
+        if ((char *)page_address(blk[i]) != (char *)page_address(blk[i - 1]) + pages * SK_PAGE_SIZE)
+            return false;
+    return true;
 }
 
 /* Free an exact block to its zone at once: the exact-block cache
