@@ -49,19 +49,13 @@ int main(void)
 
     struct sk_page *blk[NBLK];
     side_by_side(blk, NBLK, PAGES);
-    ok(side_by_side_packed(blk, NBLK, PAGES), "%d blocks of %d pages lie side by side, not 512 pages apart", NBLK, PAGES);
+    ok(side_by_side_packed(blk, NBLK, PAGES), "%d blocks of %d pages lie side by side, not 512 pages apart", NBLK,
+       PAGES);
 
     /* ---- the tightest hole ---- */
     char *h1 = addr(blk[1]), *h3 = addr(blk[3]);
-    free_to_zone(blk[1]);
-    free_to_zone(blk[3]);
-    free_to_zone(blk[4]);
-    struct sk_page *r = take(290);
-    is((uintptr_t)addr(r), (uintptr_t)h1, "290 pages: B1's 300-page hole, the tightest");
-    is(resident_pages(addr(r), 290), 290, "every page of it resident already");
-    struct sk_page *s = take(590);
-    is((uintptr_t)addr(s), (uintptr_t)h3, "590 pages: the 600-page hole of B3 and B4");
-    is(resident_pages(addr(s), 590), 590, "every page of it resident already");
+    struct sk_page *r, *s;
+    side_by_side_tightest(blk, PAGES, 10, side_by_side_exact, &r, &s);
     struct sk_page *t = take(700);
     ok(addr(t) >= addr(blk[5]) + PAGES * SK_PAGE_SIZE || addr(t) + 700 * SK_PAGE_SIZE <= addr(blk[0]),
        "700 pages: in neither hole");

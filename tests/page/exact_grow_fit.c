@@ -15,18 +15,9 @@
 #define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */
 #include "accounting.h"
 #include "side_by_side.h"
-#include "statm.h"
 
 #define NBLK 6
 #define PAGES 20
-
-static struct sk_page *grow(size_t pages)
-{
-    struct sk_page *r = page_alloc_exact_grow(pages);
-    if (!r)
-        BAIL("page_alloc_exact_grow(%zu) failed", pages);
-    return r;
-}
 
 int main(void)
 {
@@ -35,19 +26,13 @@ int main(void)
 
     struct sk_page *blk[NBLK];
     side_by_side_from(blk, NBLK, PAGES, page_alloc_exact_grow);
-    ok(side_by_side_packed(blk, NBLK, PAGES), "%d grow blocks of %d pages lie side by side, not 32 pages apart", NBLK, PAGES);
+    ok(side_by_side_packed(blk, NBLK, PAGES), "%d grow blocks of %d pages lie side by side, not 32 pages apart",
+       NBLK, PAGES);
     ok((blk[0]->flags & PG_LARGE) && blk[0]->large.nr_pages == PAGES, "each an exact block of %d pages", PAGES);
 
     /* ---- the tightest hole ---- */
-    char *h1 = page_address(blk[1]), *h3 = page_address(blk[3]);
-    free_to_zone(blk[1]);
-    free_to_zone(blk[3]);
-    free_to_zone(blk[4]);
-    struct sk_page *r = grow(18);
-    is((uintptr_t)page_address(r), (uintptr_t)h1, "18 pages: B1's 20-page hole, the tightest");
-    struct sk_page *s = grow(38);
-    is((uintptr_t)page_address(s), (uintptr_t)h3, "38 pages: the 40-page hole of B3 and B4");
-    is(resident_pages(page_address(s), 38), 38, "every page of it resident already");
+    struct sk_page *r, *s;
+    side_by_side_tightest(blk, PAGES, 2, page_alloc_exact_grow, &r, &s);
 
     /* ---- page_alloc_exact keeps the buddy's placement ---- */
     struct sk_page *b = page_alloc_exact(PAGES, 0);

@@ -6,7 +6,8 @@
  * page written (resident), sorted by address; fresh from a new zone they
  * lie next to one another.  Bails out when one cannot be had.
  * side_by_side_from: the same from another allocator of exact blocks
- * (page_alloc_exact_grow); side_by_side_packed: whether they do lie so.
+ * (page_alloc_exact_grow); side_by_side_packed: whether they do lie so;
+ * side_by_side_tightest: the tightest-hole case on six such blocks.
  * free_to_zone(pg): page_free_exact, past the per-CPU exact-block cache.
  * zone_dirty_pages(): the zones' free pages counted as resident
  * (page_stats), what dirty_max_mb measures.
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "page/page.h"
+#include "statm.h"
 #include "tap.h"
 
 static int side_by_side_cmp(const void *a, const void *b)
@@ -73,6 +75,30 @@ static inline unsigned long zone_dirty_pages(void)
     struct page_stats st;
     page_stats(&st);
     return st.dirty_pages;
+}
+
+/* The tightest hole, on six blocks laid side by side: B1 freed (a hole of
+ * `pages`) and B3, B4 (one of 2 * pages); a block of pages - less pages
+ * from `alloc` goes into B1's hole and one of 2 * pages - less into
+ * B3-B4's, each resident page for page.  *small and *big get them. */
+static inline void side_by_side_tightest(struct sk_page **blk, size_t pages, size_t less,
+                                         struct sk_page *(*alloc)(size_t), struct sk_page **small,
+                                         struct sk_page **big)
+{
+    char *h1 = page_address(blk[1]), *h3 = page_address(blk[3]);
+    size_t a = pages - less, b = 2 * pages - less;
+    free_to_zone(blk[1]);
+    free_to_zone(blk[3]);
+    free_to_zone(blk[4]);
+    struct sk_page *r = alloc(a), *s = r ? alloc(b) : NULL;
+    if (!s)
+        BAIL("allocating %zu and %zu pages failed", a, b);
+    is((uintptr_t)page_address(r), (uintptr_t)h1, "%zu pages: B1's %zu-page hole, the tightest", a, pages);
+    is(resident_pages(page_address(r), a), a, "every page of it resident already");
+    is((uintptr_t)page_address(s), (uintptr_t)h3, "%zu pages: the %zu-page hole of B3 and B4", b, 2 * pages);
+    is(resident_pages(page_address(s), b), b, "every page of it resident already");
+    *small = r;
+    *big = s;
 }
 
 #endif
