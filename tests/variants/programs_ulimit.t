@@ -21,6 +21,13 @@ LC_ALL=C
 export LC_ALL
 CPUS=$(getconf _NPROCESSORS_CONF 2>/dev/null || echo 1)
 MARGIN=$((10240 + 41 * CPUS))
+# Near its minimum python3 under slabkit neither fails monotonically with
+# the limit nor the same way every run (docs/design.md, address-space
+# limits: with glibc's minimum at 11.3 MB it failed 13-15 runs in 15 at
+# 20-20.5 MB and none at 21 MB, 4-6 at 21.5-22.5 MB), so the tight limit
+# is the first of glibc's minimum + MARGIN and four more, 256 KiB apart,
+# at which the program exits 0: the fixed cost stays within MARGIN plus
+# at most 1 MiB, and the TAP line names the limit that served.
 
 progs="ls sort"
 # The interpreter itself, not a wrapper script (pyenv's shims are bash).
@@ -50,11 +57,18 @@ glibc_min() {
 for p in "$@"; do
     run_prog "$p" >"$p.want" 2>/dev/null || { echo "Bail out! $p fails without slabkit"; exit 1; }
     min=$(glibc_min "$p")
-    for limit in 30000 $((min + MARGIN)); do
+    for first in 30000 $((min + MARGIN)); do
+        tries=1
+        [ "$first" = 30000 ] || tries=5
+        for try in $(seq "$tries"); do
+            limit=$((first + (try - 1) * 256))
+            (ulimit -v "$limit"; LD_PRELOAD=$LIB SLABKIT_OPTIONS=slabinfo_at_exit=1 run_prog "$p") >"$p.out" 2>"$p.err"
+            rc=$?
+            [ $rc = 0 ] && break
+            echo "# $p under ulimit -v $limit exited $rc"
+        done
         what="$p under ulimit -v $limit"
-        [ "$limit" = 30000 ] || what="$what (glibc's minimum $min + $MARGIN)"
-        (ulimit -v "$limit"; LD_PRELOAD=$LIB SLABKIT_OPTIONS=slabinfo_at_exit=1 run_prog "$p") >"$p.out" 2>"$p.err"
-        rc=$?
+        [ "$first" = 30000 ] || what="$what (glibc's minimum $min + $MARGIN + $((limit - first)))"
         ok $rc "$what exits 0 under slabkit"
         [ $rc = 0 ] || show "$p.err" 5
         cmp -s "$p.want" "$p.out"
