@@ -440,7 +440,8 @@ static void reap_one(struct slab_cache *c, struct reap_count *k)
         return;
     uint64_t ops = 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
-        ops += cpu_array_ops(slab_arrays(c), cpu);
+        if (slab_cpu_used(c, cpu))
+            ops += cpu_array_ops(slab_arrays(c), cpu);
     if (ops != c->reap_ops) {
         c->reap_ops = ops;        /* in use since the last pass */
         c->reaped = false;

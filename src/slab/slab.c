@@ -352,6 +352,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
  * the number of empty slabs given back when the list overflowed. */
 static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
+    slab_mark_here(c);
     struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
@@ -529,6 +530,7 @@ void *slab_alloc_slow(struct slab_cache *c)
 {
     slab_mark_used(c);              /* every mode's slow path: the first
                                      * allocation of a cache comes here */
+    slab_mark_here(c);
     if (unlikely(c->mode != SLAB_MODE_SLUB))
         return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
     if (c->slots)
@@ -644,6 +646,7 @@ refilled:;
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
+    slab_mark_here(c);              /* a free on a CPU that never allocated */
     if (unlikely(c->mode != SLAB_MODE_SLUB)) {
         if (c->mode == SLAB_MODE_CLASSIC)
             slab_classic_free_slow(c, obj);
@@ -909,6 +912,8 @@ int slab_shrink(struct slab_cache *c)
     int freed = c->slots ? slub_cpu_shrink(c) : 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
         unsigned n;
+        if (!slab_cpu_used(c, cpu))
+            continue;               /* never written: nothing to drain */
         while ((n = cpu_drain_remote(slab_arrays(c), cpu, buf, SLAB_BATCH_MAX))) {
             stat(c, SK_REMOTE_DRAIN);
             book(c, batch_out, n);
@@ -932,6 +937,8 @@ int slab_shrink(struct slab_cache *c)
         } while (n);
     }
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        if (!slab_cpu_used(c, cpu))
+            continue;
         struct slab_cpu *sc = slab_cpu_of(c, cpu);
         lock_acquire(&sc->lock);
         freed += deactivate_cpu_slab(c, sc);

@@ -167,8 +167,10 @@ struct slab_cache {
      * slots of sheaves=0) is first written (slab_mark_used), so that the
      * reaper, statistics, shrink and a fork child read it for used caches
      * only (a read of an untouched page can cost a resident page, as a
-     * write does). */
+     * write does); cpus_used: the same per CPU (slab_mark_cpu), for the
+     * reaper and shrink, which visit only the CPUs that used the cache. */
     uint64_t reap_ops;
+    uint64_t cpus_used;
     bool reaped;
     bool used;
     bool kmalloc;
@@ -238,6 +240,28 @@ static inline void slab_mark_used(struct slab_cache *c)
 static inline bool slab_used(const struct slab_cache *c)
 {
     return __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
+}
+
+/* cpus_used's bit of per-CPU index i (a CPU id, or an array slot of the
+ * lock fallback): its own below 63; one bit for all the others. */
+static inline uint64_t slab_cpu_bit(int i)
+{
+    return i >= 0 && i < 63 ? 1ull << i : 1ull << 63;
+}
+/* This thread is about to write c's per-CPU state of index i for the
+ * first time, perhaps: say so first (slab_mark_used's reasoning, per
+ * CPU).  A reaper pass on two CPUs read 14 untouched array pages of the
+ * CPU a pinned program never ran on (tests/slab/meta_pack, under load). */
+static inline void slab_mark_cpu(struct slab_cache *c, int i)
+{
+    uint64_t bit = slab_cpu_bit(i);
+    if (unlikely(!(__atomic_load_n(&c->cpus_used, __ATOMIC_RELAXED) & bit)))
+        __atomic_fetch_or(&c->cpus_used, bit, __ATOMIC_RELEASE);
+}
+/* Whether index i's per-CPU state of c may have been written. */
+static inline bool slab_cpu_used(const struct slab_cache *c, int i)
+{
+    return __atomic_load_n(&c->cpus_used, __ATOMIC_ACQUIRE) & slab_cpu_bit(i);
 }
 
 /* NULL (ENOMEM) when the OS refuses the cache's metadata. */

@@ -46,6 +46,16 @@ static inline int slab_cpu_id(void)
     return likely(id < cpu_nr_ids) ? id : os_getcpu() % cpu_nr_ids;
 }
 
+/* This thread's per-CPU state of c, its array (cpu_current()) and its
+ * slab_cpu (slab_cpu_id()), may be written now (slab_mark_cpu). */
+static inline void slab_mark_here(struct slab_cache *c)
+{
+    int id = cpu_current();
+    slab_mark_cpu(c, id);
+    if (unlikely(id >= cpu_nr_ids))
+        slab_mark_cpu(c, slab_cpu_id());
+}
+
 /* The owner a slab frozen here records: this CPU, where c sends frees home
  * (c->remote_free, rseq mode: the id the fast path compares with), else
  * SLAB_NO_OWNER, which no free takes for a remote one. */
