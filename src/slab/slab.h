@@ -250,7 +250,7 @@ static inline uint64_t slab_cpu_bit(int i)
 }
 /* This thread is about to write c's per-CPU state of index i for the
  * first time, perhaps: say so first (slab_mark_used's reasoning, per
- * CPU).  A reaper pass on two CPUs read 14 untouched array pages of the
+ * CPU).  A reaper pass on two CPUs read 8-14 untouched array pages of the
  * CPU a pinned program never ran on (tests/slab/meta_pack, under load). */
 static inline void slab_mark_cpu(struct slab_cache *c, int i)
 {
