@@ -79,9 +79,7 @@ int main(void)
     free_to_zone(r);
 
     /* ---- the books ---- */
-    free_to_zone(blk[0]);
-    free_to_zone(blk[2]);
-    free_to_zone(blk[5]);
+    side_by_side_tightest_end(blk);
     acct_end();
     return done_testing();
 }

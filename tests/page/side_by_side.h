@@ -101,4 +101,12 @@ static inline void side_by_side_tightest(struct sk_page **blk, size_t pages, siz
     *big = s;
 }
 
+/* Free what side_by_side_tightest left in place: B0, B2 and B5. */
+static inline void side_by_side_tightest_end(struct sk_page **blk)
+{
+    free_to_zone(blk[0]);
+    free_to_zone(blk[2]);
+    free_to_zone(blk[5]);
+}
+
 #endif
