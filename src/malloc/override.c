@@ -440,11 +440,18 @@ static bool lock_was_held(lock_t *l)
     return __atomic_load_n(&l->state, __ATOMIC_RELAXED) != 0;
 }
 
-static void reset_arrays(cpu_arrays_t tab)
+static void reset_arrays(cpu_arrays_t tab, const struct slab_cache *c)
 {
     if (tab == cpu_empty_arrays)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
+        /* A CPU that never used the cache took no lock of it: an rseq
+         * thread's fast path takes none, and its slow paths mark the CPU
+         * first (slab_mark_used).  The lock fallback's fast path locks
+         * its slot's array before any mark, so every slot is reset there,
+         * and the shared slot (threads without rseq) always. */
+        if (c && cpu_use_rseq && cpu < cpu_nr_ids && !slab_cpu_used(c, cpu))
+            continue;
         struct cpu_array *a = cpu_array_at(tab, cpu);
         spin_reset_child(&a->lock);
         /* A drain caught mid-way still had every object in the array. */
@@ -457,10 +464,12 @@ static void reset_arrays(cpu_arrays_t tab)
  * parent thread was caught holding is written. */
 static void percpu_atfork_child(struct slab_cache *c)
 {
-    reset_arrays(slab_arrays(c));
+    reset_arrays(slab_arrays(c), c);
     if (c->slots)
         slub_cpu_atfork_child(c);
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        if (!slab_cpu_used(c, cpu))
+            continue;             /* its lock never taken (slab_mark_used) */
         struct slab_cpu *sc = slab_cpu_of(c, cpu);
         if (lock_was_held(&sc->lock)) {
             /* Caught mid-refill: leak this CPU's slabs in the child. */
@@ -486,7 +495,7 @@ static void fork_child(void)
     page_atfork_child();
     slab_atfork_child();
     for (unsigned o = 0; o < PCP_NR_LISTS; o++)
-        reset_arrays(page_pcp.lists[o]);
+        reset_arrays(page_pcp.lists[o], NULL);
     for (struct slab_cache *c = slab_caches(); c; c = c->next) {
         /* A cache never allocated from took no lock of its per-CPU state
          * (slab_mark_used comes first), whose pages a read would make

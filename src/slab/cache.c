@@ -436,7 +436,7 @@ static void reap_one(struct slab_cache *c, struct reap_count *k)
     /* Only the arrays' mode: their operation count moves with every alloc
      * and free (sheaves=0, slub_debug, poisoned and SLAB caches keep no
      * count and are left alone). */
-    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !__atomic_load_n(&c->used, __ATOMIC_RELAXED))
+    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !slab_used(c))
         return;
     uint64_t ops = 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)

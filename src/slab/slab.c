@@ -352,7 +352,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
  * the number of empty slabs given back when the list overflowed. */
 static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
-    slab_mark_here(c);
+    slab_mark_used(c);
     struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
@@ -530,7 +530,6 @@ void *slab_alloc_slow(struct slab_cache *c)
 {
     slab_mark_used(c);              /* every mode's slow path: the first
                                      * allocation of a cache comes here */
-    slab_mark_here(c);
     if (unlikely(c->mode != SLAB_MODE_SLUB))
         return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
     if (c->slots)
@@ -646,7 +645,7 @@ refilled:;
 
 void slab_free_slow(struct slab_cache *c, void *obj)
 {
-    slab_mark_here(c);              /* a free on a CPU that never allocated */
+    slab_mark_used(c);              /* a free on a CPU that never allocated */
     if (unlikely(c->mode != SLAB_MODE_SLUB)) {
         if (c->mode == SLAB_MODE_CLASSIC)
             slab_classic_free_slow(c, obj);
@@ -981,6 +980,12 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
         k->batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
         k->slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
         k->slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
+        for (int i = 0; i < SK_STAT_NR; i++)
+            info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
+        /* Slabs only where a slow path ran (slab_mark_used): its lock is
+         * not taken elsewhere, where a forked child would not reset it. */
+        if (!slab_cpu_used(c, cpu))
+            continue;
         lock_acquire(&sc->lock);
         if (sc->slab) {
             /* Its private freelist and fresh range, and what others freed
@@ -996,8 +1001,6 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
             k->free_objs += (unsigned long)cnt.objects - cnt.inuse;
             info->cpu_partial_slabs++;
         }
-        for (int i = 0; i < SK_STAT_NR; i++)
-            info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
         lock_release(&sc->lock);
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */

@@ -161,18 +161,17 @@ struct slab_cache {
     struct slab_node node[SLAB_NR_NODES];
     struct slab_cache *next;      /* all caches, creation order */
     /* slab_reap (cache_lock): the arrays' operation count at the last
-     * pass, and whether the cache was shrunk since it last moved; used:
-     * set by the first slow-path allocation in any mode (slab_alloc_slow,
-     * slab_debug_alloc), before the per-CPU state (arrays, slab_cpu, the
-     * slots of sheaves=0) is first written (slab_mark_used), so that the
-     * reaper, statistics, shrink and a fork child read it for used caches
-     * only (a read of an untouched page can cost a resident page, as a
-     * write does); cpus_used: the same per CPU (slab_mark_cpu), for the
-     * reaper and shrink, which visit only the CPUs that used the cache. */
+     * pass, and whether the cache was shrunk since it last moved. */
     uint64_t reap_ops;
+    /* The per-CPU indices whose state (arrays, slab_cpu, the slots of
+     * sheaves=0) a slow path may have written: each set before its first
+     * write (slab_mark_used), so that the reaper, statistics, shrink and a
+     * fork child read the state of used caches only, and the reaper,
+     * shrink and a fork child only that of the CPUs that used them (a
+     * read of an untouched page can cost a resident page, as a write
+     * does).  Bit i for index i < 63, bit 63 for all the others. */
     uint64_t cpus_used;
     bool reaped;
-    bool used;
     bool kmalloc;
     char name[SLAB_NAME_LEN];
 };
@@ -224,41 +223,26 @@ static inline void slab_reap_poll(void)
         slab_reap(t);
 }
 
-/* The cache's per-CPU state (arrays, slab_cpu) is about to be written
- * for the first time: say so before any of its locks is taken.  A cache
- * never used has that memory untouched, and what only reads or resets it
- * (statistics, shrink, a forked child) leaves it alone: a read of a page
- * never written costs a resident page here, and a fork child's reset a
- * copy of it.  A held lock implies the flag is visible (its store comes
- * first, and the lock's atomic orders it on x86 and with release
- * elsewhere). */
-static inline void slab_mark_used(struct slab_cache *c)
-{
-    if (unlikely(!__atomic_load_n(&c->used, __ATOMIC_RELAXED)))
-        __atomic_store_n(&c->used, true, __ATOMIC_RELEASE);
-}
-static inline bool slab_used(const struct slab_cache *c)
-{
-    return __atomic_load_n(&c->used, __ATOMIC_ACQUIRE);
-}
-
 /* cpus_used's bit of per-CPU index i (a CPU id, or an array slot of the
  * lock fallback): its own below 63; one bit for all the others. */
 static inline uint64_t slab_cpu_bit(int i)
 {
     return i >= 0 && i < 63 ? 1ull << i : 1ull << 63;
 }
-/* This thread is about to write c's per-CPU state of index i for the
- * first time, perhaps: say so first (slab_mark_used's reasoning, per
- * CPU).  A reaper pass on two CPUs read 8-14 untouched array pages of the
- * CPU a pinned program never ran on (tests/slab/meta_pack, under load). */
+/* Per-CPU index i of c is about to be written, perhaps for the first time
+ * (slab_mark_used, slab_internal.h). */
 static inline void slab_mark_cpu(struct slab_cache *c, int i)
 {
     uint64_t bit = slab_cpu_bit(i);
     if (unlikely(!(__atomic_load_n(&c->cpus_used, __ATOMIC_RELAXED) & bit)))
         __atomic_fetch_or(&c->cpus_used, bit, __ATOMIC_RELEASE);
 }
-/* Whether index i's per-CPU state of c may have been written. */
+/* Whether any CPU's state of c may have been written. */
+static inline bool slab_used(const struct slab_cache *c)
+{
+    return __atomic_load_n(&c->cpus_used, __ATOMIC_ACQUIRE) != 0;
+}
+/* Whether index i's state of c may have been written. */
 static inline bool slab_cpu_used(const struct slab_cache *c, int i)
 {
     return __atomic_load_n(&c->cpus_used, __ATOMIC_ACQUIRE) & slab_cpu_bit(i);

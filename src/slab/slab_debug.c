@@ -408,7 +408,6 @@ static void trace(struct slab_cache *c, struct sk_page *pg, char *obj, bool allo
 void *slab_debug_alloc(struct slab_cache *c, size_t size)
 {
     slab_mark_used(c);            /* kmalloc calls here directly too */
-    slab_mark_here(c);
     if (!size || size > c->object_size)
         size = c->object_size;
     struct debug_track t = { 0 };

@@ -31,6 +31,9 @@ static void *holder(void *arg)
 {
     (void)arg;
     struct slab_cache *c = victim();
+    /* As every path that takes a CPU's slab lock does first (the fork
+     * child resets the locks of the CPUs marked so). */
+    slab_mark_cpu(c, 0);
     lock_acquire(&slab_cpu_of(c, 0)->lock);
     lock_acquire(&c->node[0].list_lock);
     lock_acquire(&page_zones[0].lock);
