@@ -980,12 +980,9 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
         k->batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
         k->slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
         k->slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
-        for (int i = 0; i < SK_STAT_NR; i++)
-            info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
-        /* Slabs only where a slow path ran (slab_mark_used): its lock is
-         * not taken elsewhere, where a forked child would not reset it. */
-        if (!slab_cpu_used(c, cpu))
-            continue;
+        /* Its lock is taken after its bit is set, as everywhere (a forked
+         * child resets the locks of marked CPUs only). */
+        slab_mark_cpu(c, cpu);
         lock_acquire(&sc->lock);
         if (sc->slab) {
             /* Its private freelist and fresh range, and what others freed
@@ -1001,6 +998,8 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
             k->free_objs += (unsigned long)cnt.objects - cnt.inuse;
             info->cpu_partial_slabs++;
         }
+        for (int i = 0; i < SK_STAT_NR; i++)
+            info->stat[i] += __atomic_load_n(&sc->stat[i], __ATOMIC_RELAXED);
         lock_release(&sc->lock);
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */
