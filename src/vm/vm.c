@@ -28,6 +28,9 @@
  *    the header is fully initialised, and cleared before the slice goes
  *    back.  Leaves are mapped zero, published once (release, under
  *    vm_lock) and never unmapped.
+ *  - (vm_lock) Once vm_map_near_base is set (once, at the first region,
+ *    after the window was filled), vm_map_near[n] equals the map entry
+ *    of slice (vm_map_near_base >> SLICE_SHIFT) + n: map_set writes both.
  *  - Headers live in their own mmap (never in the slice).  A released
  *    header stays mapped (a racing lookup of a stale pointer may read it)
  *    and is reused for the next slice.
@@ -52,6 +55,8 @@ _Static_assert(__builtin_offsetof(struct vm_slice, pages) == 128, "descriptors s
 
 struct vm_map_leaf vm_map_empty_leaf SK_BIG_BSS;
 uintptr_t vm_map_root[VM_ROOT_ENTRIES] SK_BIG_BSS;   /* zero: every entry the empty leaf */
+uintptr_t vm_map_near_base = VM_NEAR_UNSET;
+struct vm_slice *vm_map_near[VM_NEAR_SLICES] SK_BIG_BSS;
 
 /* Per-slice state byte. */
 #define VS_USED        0x01u  /* handed out */
@@ -86,6 +91,8 @@ static struct vm_region *vm_regions[VM_MAX_REGIONS] SK_BIG_BSS;
 static uint32_t vm_nr_regions;
 static uint32_t vm_arena_slices;
 static struct vm_slice *vm_spare;  /* released headers, linked by next */
+
+static void map_near_open(uintptr_t base);
 
 /* ---- masks ---- */
 
@@ -249,6 +256,8 @@ static int arena_grow(uint32_t n)
         os_unmap(r, SK_ALIGN_UP(sizeof *r, SK_PAGE_SIZE));
         goto nomem;
     }
+    if (vm_nr_regions == 0)
+        map_near_open(r->base);
     __atomic_store_n(&vm_regions[vm_nr_regions], r, __ATOMIC_RELEASE);
     vm_nr_regions++;
     /* Read without vm_lock (sizing the next region, statistics). */
@@ -298,6 +307,26 @@ static void header_put(struct vm_slice *s)
 static inline struct vm_slice **map_entry(uintptr_t i)
 {
     return (struct vm_slice **)&vm_map_leaf_at(i >> VM_LEAF_BITS)->slice[i & (VM_LEAF_ENTRIES - 1)];
+}
+
+/* Set map entry i, and its mirror in the near window (vm_lock). */
+static void map_set(uintptr_t i, struct vm_slice *s)
+{
+    __atomic_store_n(map_entry(i), s, __ATOMIC_RELEASE);
+    uintptr_t n = i - (vm_map_near_base >> SLICE_SHIFT);
+    if (n < VM_NEAR_SLICES)
+        __atomic_store_n(&vm_map_near[n], s, __ATOMIC_RELEASE);
+}
+
+/* Open the near window at the first region's base (vm_lock): copy the
+ * entries already in its range (a partial slice or a direct mapping made
+ * before the arena), then publish the base. */
+static void map_near_open(uintptr_t base)
+{
+    uintptr_t first = base >> SLICE_SHIFT;
+    for (uintptr_t n = 0; n < VM_NEAR_SLICES && first + n < VM_MAP_ENTRIES; n++)
+        __atomic_store_n(&vm_map_near[n], *map_entry(first + n), __ATOMIC_RELAXED);
+    __atomic_store_n(&vm_map_near_base, base, __ATOMIC_RELEASE);
 }
 
 /* Map the leaves that slices [base, base + n slices) need; vm_lock not
@@ -370,7 +399,7 @@ static void publish(struct vm_slice *s)
     __atomic_store_n(&vm_all, s, __ATOMIC_RELEASE);
     __atomic_store_n(&vm_bytes, vm_bytes + s->mapped, __ATOMIC_RELAXED);   /* read unlocked */
     for (uint32_t i = 0; i < s->nr_slices; i++)
-        __atomic_store_n(map_entry((s->base >> SLICE_SHIFT) + i), s, __ATOMIC_RELEASE);
+        map_set((s->base >> SLICE_SHIFT) + i, s);
     spin_unlock(&vm_lock);
 }
 
@@ -379,7 +408,7 @@ static void unpublish(struct vm_slice *s)
 {
     spin_lock(&vm_lock);
     for (uint32_t i = 0; i < s->nr_slices; i++)
-        __atomic_store_n(map_entry((s->base >> SLICE_SHIFT) + i), NULL, __ATOMIC_RELEASE);
+        map_set((s->base >> SLICE_SHIFT) + i, NULL);
     if (s->prev)
         s->prev->next = s->next;
     else

@@ -35,6 +35,22 @@ static void foreign(uintptr_t a, const char *what)
        "%s (%#lx): not slabkit's", what, (unsigned long)a);
 }
 
+/* The radix map's answer for p, bypassing the near window. */
+static struct vm_slice *radix_of(uintptr_t p)
+{
+    uintptr_t i = p >> SLICE_SHIFT;
+    return i < VM_MAP_ENTRIES ? vm_map_leaf_at(i >> VM_LEAF_BITS)->slice[i & (VM_LEAF_ENTRIES - 1)] : NULL;
+}
+
+/* Entries of the near window that differ from the radix map's. */
+static size_t near_mismatches(void)
+{
+    size_t bad = 0;
+    for (uintptr_t n = 0; n < VM_NEAR_SLICES; n++)
+        bad += vm_map_near[n] != radix_of(vm_map_near_base + (n << SLICE_SHIFT));
+    return bad;
+}
+
 struct blk { char *p; unsigned order; };
 
 /* Every page of a live block: the start has the order, every other page
@@ -227,9 +243,18 @@ int main(void)
     is(entries, expect, "the map holds exactly the %zu entries of slabkit's slices", expect);
 
     /* ---- the radix map: small root, empty leaf shared ---- */
-    ok(sizeof vm_map_root <= (16 << 10) && sizeof vm_map_empty_leaf <= (8 << 10),
-       "the map's static part is a 16 KiB root and an 8 KiB empty leaf (%zu + %zu bytes)",
-       sizeof vm_map_root, sizeof vm_map_empty_leaf);
+    ok(sizeof vm_map_root <= (16 << 10) && sizeof vm_map_empty_leaf <= (8 << 10) && sizeof vm_map_near <= (8 << 10),
+       "the map's static part is a 16 KiB root, an 8 KiB empty leaf and an 8 KiB near window (%zu + %zu + %zu bytes)",
+       sizeof vm_map_root, sizeof vm_map_empty_leaf, sizeof vm_map_near);
+
+    /* ---- the near window mirrors the radix map ---- */
+    ok(vm_map_near_base != VM_NEAR_UNSET && vm_map_near_base % SLICE_SIZE == 0 &&
+       radix_of((uintptr_t)first) == s && (uintptr_t)first - vm_map_near_base < ((uintptr_t)VM_NEAR_SLICES << SLICE_SHIFT),
+       "the near window is open at a slice boundary and covers the first block (base %#lx)",
+       (unsigned long)vm_map_near_base);
+    is(near_mismatches(), 0, "each of the window's %u entries equals the radix map's", VM_NEAR_SLICES);
+    ok(vm_slice_of((void *)(VM_NEAR_UNSET + 4096)) == NULL && vm_slice_of((void *)~(uintptr_t)0) == NULL,
+       "pointers at and above 2^63 are not slabkit's");
     size_t used_leaves = 0;
     for (size_t r = 0; r < VM_ROOT_ENTRIES; r++)
         used_leaves += vm_map_root[r] != 0;
@@ -252,9 +277,11 @@ int main(void)
         } else {
             ok(errno == EEXIST, "grown in place, or refused because the space above is taken (errno %d)", errno);
         }
+        is(near_mismatches(), 0, "with a partial slice published: the window still equals the radix map");
         uintptr_t pb = ps->base;
         vm_slice_release(ps);
         ok(vm_slice_of((void *)pb) == NULL, "a released slice leaves the map");
+        is(near_mismatches(), 0, "with it released: the window still equals the radix map");
     }
 
     munmap(map, 1 << 20);
