@@ -301,6 +301,10 @@ struct page_stats {
     /* Times the per-CPU lists went back to the zone before a request
      * would have taken never-used memory (page.c, zone_drain_before_fresh). */
     unsigned long pcp_fresh_drains;
+    /* Times a request that would have taken never-used memory emptied
+     * this CPU's lists of the other orders instead (within
+     * FRESH_DRAIN_MS of the last drain of every CPU's), and the blocks. */
+    unsigned long pcp_local_empties, pcp_local_blocks;
     /* Times a per-CPU list's high watermark doubled (page.c, pcp_tune). */
     unsigned long pcp_grows;
 };

@@ -10,8 +10,11 @@
  *  - order-2 requests then drain the lists into the zone (once), where
  *    the pages merge with their buddies, and are served from them: the
  *    blocks lie among the freed pages and are not fresh (PG_ZEROED clear);
- *  - a list holding less than twice the request's batch is left alone
- *    (no drain for a few stray pages);
+ *  - within FRESH_DRAIN_MS of that drain, order-2 requests take this
+ *    CPU's order-0 list back to the zone (no other CPU's) and are served
+ *    from those pages;
+ *  - lists holding less than twice the request's batch are not drained
+ *    (no interrupt of every CPU for a few stray pages);
  *  - the books balance (accounting.h).
  */
 #define _GNU_SOURCE
@@ -95,7 +98,55 @@ int main(void)
     for (int i = 0; i < NBIG; i++)
         sk_free_pages(big[i], 2);
 
-    /* A few stray pages on a list are not worth a drain. */
+    /* Within FRESH_DRAIN_MS of that drain, no other CPU's list is
+     * touched, but this CPU's lists of other orders still go back before
+     * fresh memory: order-0 pages written and freed, every free block of
+     * the zone purged (not resident), then order-2 requests. */
+    page_drain_pcp();
+    lo = hi = NULL;
+    for (int i = 0; i < NSMALL; i++) {
+        if (!(small[i] = sk_alloc_pages(0)))
+            BAIL("sk_alloc_pages(0) failed");
+        memset(small[i], 0x5b, SK_PAGE_SIZE);
+        if (!lo || small[i] < lo)
+            lo = small[i];
+        if (!hi || small[i] + SK_PAGE_SIZE > hi)
+            hi = small[i] + SK_PAGE_SIZE;
+    }
+    for (int i = 0; i < NSMALL; i++)
+        sk_free_pages(small[i], 0);
+    page_reclaim(0, false);          /* the zone's free blocks purged; the lists kept */
+    st = stats();
+    drains0 = st.pcp_fresh_drains;
+    unsigned long empties0 = st.pcp_local_empties, eblocks0 = st.pcp_local_blocks;
+    uint64_t t1 = os_now_ms_coarse();
+    page_zones[0].fresh_drain_at = t1;   /* as if every CPU's lists were just drained */
+    inside = fresh = 0;
+    for (int i = 0; i < NBIG; i++) {
+        if (!(big[i] = sk_alloc_pages(2)))
+            BAIL("sk_alloc_pages(2) failed");
+        inside += big[i] >= lo && big[i] < hi;
+        struct sk_page *pg = page_find_head(big[i]);
+        fresh += pg && (pg_flags(pg) & PG_ZEROED);
+    }
+    st = stats();
+    if (os_now_ms_coarse() - t1 < FRESH_DRAIN_MS) {
+        is(st.pcp_fresh_drains, drains0, "within FRESH_DRAIN_MS of a drain, no drain of every CPU's lists");
+        ok(st.pcp_local_empties - empties0 >= 1 && st.pcp_local_blocks - eblocks0 >= NSMALL / 2,
+           "but this CPU's order-0 list went back to the zone (%lu times, %lu blocks)",
+           st.pcp_local_empties - empties0, st.pcp_local_blocks - eblocks0);
+        ok(inside >= NBIG * 3 / 4 && fresh <= NBIG / 4,
+           "order-2 blocks come from those pages (%d of %d inside them, %d fresh)", inside, NBIG, fresh);
+    } else {
+        skip("the order-2 requests took %lu ms: past the window", (unsigned long)(os_now_ms_coarse() - t1));
+        skip("(the same)");
+        skip("(the same)");
+    }
+    for (int i = 0; i < NBIG; i++)
+        sk_free_pages(big[i], 2);
+
+    /* A few stray pages on a list are not worth a drain of every CPU's
+     * lists (this CPU's go back: no other CPU is interrupted). */
     page_drain_pcp();
     page_release_free(true);
     small[0] = sk_alloc_pages(0);
@@ -105,7 +156,7 @@ int main(void)
     sk_free_pages(small[1], 0);
     drains0 = stats().pcp_fresh_drains;
     big[0] = sk_alloc_pages(3);
-    is(stats().pcp_fresh_drains, drains0, "two pages on a list: an order-3 request drains nothing");
+    is(stats().pcp_fresh_drains, drains0, "two pages on a list: an order-3 request drains no other CPU's list");
     sk_free_pages(big[0], 3);
     sk_free_pages(early, 2);
 
