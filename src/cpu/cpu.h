@@ -251,13 +251,20 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     CPU_RSEQ_EPILOGUE
 
 /* The array the fallback uses, locked; false when the thread has no slot
- * yet or the lock is busy (the caller's slow path assigns a slot, waits). */
+ * yet, the array has no capacity yet, or the lock is busy (the caller's
+ * slow path assigns a slot, readies the array, waits).  An array no slow
+ * path has readied is only read here, never locked: the slow path that
+ * readies it first says whose it is (the slab layer's cpus_used), and a
+ * forked child resets the locks of those arrays only, so a fork while
+ * another thread held an unready array's lock would leave it held. */
 static inline bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
 {
     int slot = cpu_thread_slot;
     if (unlikely(slot < 0))
         return false;
     struct cpu_array *a = cpu_array_at(tab, slot);
+    if (unlikely(!__atomic_load_n(&a->cap, __ATOMIC_RELAXED)))
+        return false;
     if (unlikely(__atomic_exchange_n(&a->lock.v, 1, __ATOMIC_ACQUIRE)))
         return false;     /* contended: the slow path waits */
     *out = a;

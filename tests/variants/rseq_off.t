@@ -3,7 +3,7 @@
 # not to register rseq (GLIBC_TUNABLES=glibc.pthread.rseq=0), so every
 # per-CPU array is reached under its lock.  Runs cpu/percpu_arrays,
 # cpu/percpu_freelist (the sheaves=0 freelist sequences), cpu/drain_empty,
-# cpu/array_pools, the
+# cpu/array_pools, cpu/unready_array, the
 # page tests (stress_pages, pcp, pcp_tune, buddy), slab/fresh_range and every binary under
 # $SK_BUILD/tests/slab whose name contains "stress"; one TAP line each,
 # passing when the binary exits 0.  (There is no option to force the
@@ -17,7 +17,7 @@
 # of its output.
 . "$(dirname "$0")/rerun.sh"
 want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/percpu_freelist" "$B/tests/cpu/rseq_signals" "$B/tests/cpu/drain_empty" \
-     "$B/tests/cpu/array_pools" \
+     "$B/tests/cpu/array_pools" "$B/tests/cpu/unready_array" \
      "$B/tests/page/stress_pages" \
      "$B/tests/page/pcp" "$B/tests/page/pcp_tune" "$B/tests/page/buddy" "$B/tests/slab/fresh_range" "$B"/tests/slab/*stress*
 nomb=
