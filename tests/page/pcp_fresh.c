@@ -34,6 +34,38 @@ static struct page_stats stats(void)
     return st;
 }
 
+/* NSMALL order-0 pages written (resident) and freed onto this CPU's
+ * order-0 list; [*lo, *hi) spans them. */
+static void park_small(int fill, char **lo, char **hi)
+{
+    *lo = *hi = NULL;
+    for (int i = 0; i < NSMALL; i++) {
+        if (!(small[i] = sk_alloc_pages(0)))
+            BAIL("sk_alloc_pages(0) failed");
+        memset(small[i], fill, SK_PAGE_SIZE);
+        if (!*lo || small[i] < *lo)
+            *lo = small[i];
+        if (!*hi || small[i] + SK_PAGE_SIZE > *hi)
+            *hi = small[i] + SK_PAGE_SIZE;
+    }
+    for (int i = 0; i < NSMALL; i++)
+        sk_free_pages(small[i], 0);
+}
+
+/* NBIG order-2 blocks into big[]: how many lie in [lo, hi), and how many
+ * are fresh memory (PG_ZEROED). */
+static void take_big(const char *lo, const char *hi, int *inside, int *fresh)
+{
+    *inside = *fresh = 0;
+    for (int i = 0; i < NBIG; i++) {
+        if (!(big[i] = sk_alloc_pages(2)))
+            BAIL("sk_alloc_pages(2) failed");
+        *inside += big[i] >= lo && big[i] < hi;
+        struct sk_page *pg = page_find_head(big[i]);
+        *fresh += pg && (pg_flags(pg) & PG_ZEROED);
+    }
+}
+
 int main(void)
 {
     uint64_t t0 = os_now_ms_coarse();   /* page_init is at or after this */
@@ -61,34 +93,16 @@ int main(void)
 
     /* Pages written (resident), freed onto this CPU's order-0 list. */
     page_drain_pcp();
-    char *lo = NULL, *hi = NULL;
-    for (int i = 0; i < NSMALL; i++) {
-        small[i] = sk_alloc_pages(0);
-        if (!small[i])
-            BAIL("sk_alloc_pages(0) failed");
-        memset(small[i], 0x5a, SK_PAGE_SIZE);
-        if (!lo || small[i] < lo)
-            lo = small[i];
-        if (!hi || small[i] + SK_PAGE_SIZE > hi)
-            hi = small[i] + SK_PAGE_SIZE;
-    }
-    for (int i = 0; i < NSMALL; i++)
-        sk_free_pages(small[i], 0);
+    char *lo, *hi;
+    park_small(0x5a, &lo, &hi);
     struct page_stats st = stats();
     ok(st.pcp_pages >= NSMALL, "%d order-0 pages freed stay on the per-CPU list (%lu pages there)", NSMALL,
        st.pcp_pages);
     unsigned long dirty0 = st.dirty_pages, drains0 = st.pcp_fresh_drains;
 
     /* Order-2 requests: no free resident block of order 2 in the zone. */
-    int inside = 0, fresh = 0;
-    for (int i = 0; i < NBIG; i++) {
-        big[i] = sk_alloc_pages(2);
-        if (!big[i])
-            BAIL("sk_alloc_pages(2) failed");
-        inside += big[i] >= lo && big[i] < hi;
-        struct sk_page *pg = page_find_head(big[i]);
-        fresh += pg && (pg_flags(pg) & PG_ZEROED);
-    }
+    int inside, fresh;
+    take_big(lo, hi, &inside, &fresh);
     st = stats();
     is(st.pcp_fresh_drains - drains0, 1, "the first order-2 request drained the lists, once");
     ok(inside >= NBIG * 3 / 4, "order-2 blocks come from the freed order-0 pages (%d of %d inside them)", inside,
@@ -103,32 +117,14 @@ int main(void)
      * fresh memory: order-0 pages written and freed, every free block of
      * the zone purged (not resident), then order-2 requests. */
     page_drain_pcp();
-    lo = hi = NULL;
-    for (int i = 0; i < NSMALL; i++) {
-        if (!(small[i] = sk_alloc_pages(0)))
-            BAIL("sk_alloc_pages(0) failed");
-        memset(small[i], 0x5b, SK_PAGE_SIZE);
-        if (!lo || small[i] < lo)
-            lo = small[i];
-        if (!hi || small[i] + SK_PAGE_SIZE > hi)
-            hi = small[i] + SK_PAGE_SIZE;
-    }
-    for (int i = 0; i < NSMALL; i++)
-        sk_free_pages(small[i], 0);
+    park_small(0x5b, &lo, &hi);
     page_reclaim(0, false);          /* the zone's free blocks purged; the lists kept */
     st = stats();
     drains0 = st.pcp_fresh_drains;
     unsigned long empties0 = st.pcp_local_empties, eblocks0 = st.pcp_local_blocks;
     uint64_t t1 = os_now_ms_coarse();
     page_zones[0].fresh_drain_at = t1;   /* as if every CPU's lists were just drained */
-    inside = fresh = 0;
-    for (int i = 0; i < NBIG; i++) {
-        if (!(big[i] = sk_alloc_pages(2)))
-            BAIL("sk_alloc_pages(2) failed");
-        inside += big[i] >= lo && big[i] < hi;
-        struct sk_page *pg = page_find_head(big[i]);
-        fresh += pg && (pg_flags(pg) & PG_ZEROED);
-    }
+    take_big(lo, hi, &inside, &fresh);
     st = stats();
     if (os_now_ms_coarse() - t1 < FRESH_DRAIN_MS) {
         is(st.pcp_fresh_drains, drains0, "within FRESH_DRAIN_MS of a drain, no drain of every CPU's lists");
