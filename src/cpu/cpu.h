@@ -257,7 +257,7 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
  * readies it first says whose it is (the slab layer's cpus_used), and a
  * forked child resets the locks of those arrays only, so a fork while
  * another thread held an unready array's lock would leave it held. */
-static inline bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
+static SK_ALWAYS_INLINE bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
 {
     int slot = cpu_thread_slot;
     if (unlikely(slot < 0))
@@ -276,7 +276,7 @@ static inline bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
  * false when empty, drained, or when the slow path must decide (no slot
  * yet).  No atomic in rseq mode; one xchg in the fallback.
  */
-static inline bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
+static SK_ALWAYS_INLINE bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
 {
 #ifndef SK_TSAN
     void *o;
@@ -322,7 +322,7 @@ fallback:
  * drained, obj is already on top (a double free: the slow path says so),
  * or the slow path must decide.
  */
-static inline bool cpu_push_fast(cpu_arrays_t tab, void *obj)
+static SK_ALWAYS_INLINE bool cpu_push_fast(cpu_arrays_t tab, void *obj)
 {
 #ifndef SK_TSAN
     __asm__ goto(
