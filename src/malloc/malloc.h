@@ -36,7 +36,7 @@ static inline size_t malloc_size(size_t n)
 
 void *malloc_slow(size_t size);
 
-static inline void *malloc_inline(size_t size)
+static SK_ALWAYS_INLINE void *malloc_inline(size_t size)
 {
     if (likely(size <= KMALLOC_SMALL_MAX)) {
         void *obj;
