@@ -678,7 +678,7 @@ static inline unsigned kmalloc_fast_index(size_t size)
                                                        __ATOMIC_RELAXED);
 }
 
-static inline void *kmalloc_mid_fast(size_t size)
+static SK_ALWAYS_INLINE void *kmalloc_mid_fast(size_t size)
 {
     void *obj;
     unsigned i = kmalloc_fast_index(size);
