@@ -205,12 +205,17 @@ SK_NOINLINE void *malloc_slow(size_t size)
     return p;
 }
 
-ALIAS(malloc) void *malloc(size_t size)
+/* malloc and free start on a cache line: their fast paths then span the
+ * fewest lines whatever the code before them, where gcc's 16-byte
+ * alignment left them to the layout (a malloc+free pair of 32 KiB: 14.55
+ * ns at one layout, 13.26 aligned; 64 B: 5.48 and 5.40, 7 interleaved
+ * runs). */
+ALIAS(malloc) __attribute__((aligned(64))) void *malloc(size_t size)
 {
     return malloc_inline(size);
 }
 
-ALIAS(free) void free(void *p)
+ALIAS(free) __attribute__((aligned(64))) void free(void *p)
 {
     kfree_inline(p);   /* sk_free's body, inlined: no extra call on the fast path */
 }
