@@ -254,7 +254,7 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
 {
     cpu_slot();
 #ifndef SK_TSAN
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_PUSH_SEQ(full, dup)
         :
         : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)
@@ -305,7 +305,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
     if (max == 0)
         return 0;
     cpu_slot();
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"            /* n */
@@ -351,7 +351,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
     if (n == 0)
         return 0;
     cpu_slot();
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"            /* count */

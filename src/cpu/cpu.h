@@ -280,7 +280,11 @@ static SK_ALWAYS_INLINE bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
 {
 #ifndef SK_TSAN
     void *o;
-    __asm__ goto(
+    /* volatile, though asm goto is volatile by definition: gcc 12 deleted
+     * this sequence where its output went unused (inlined into a caller
+     * that ignored obj) and took the fall-through as a pop
+     * (tests/cpu/unready_array).  Every asm goto here says it. */
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_RSEQ_LOCATE
         "movzwl (%%rax), %%ecx\n\t"           /* count (| LOCKED) */
@@ -325,7 +329,7 @@ fallback:
 static SK_ALWAYS_INLINE bool cpu_push_fast(cpu_arrays_t tab, void *obj)
 {
 #ifndef SK_TSAN
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_PUSH_SEQ(slow, slow)
         :
         : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)

@@ -77,7 +77,7 @@ static void *take_here(void *base)
 {
 #ifndef SK_TSAN
     void *o;
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_FL_LOCATE(empty)
         "movq (%%rax), %[obj]\n\t"

@@ -110,7 +110,7 @@ static inline bool cpu_fl_pop(void *base, uintptr_t ofs, uintptr_t rnd, void **o
 {
 #ifndef SK_TSAN
     void *o;
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_FL_LOCATE(empty)
         "movq (%%rax), %[obj]\n\t"             /* head */
@@ -147,7 +147,7 @@ static inline bool cpu_fl_push(void *base, uintptr_t ofs, uintptr_t rnd, void *o
 {
 #ifndef SK_TSAN
     uintptr_t link = (uintptr_t)obj + ofs;
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_FL_LOCATE(refused)
         "cmpq 16(%%rax), %[owner]\n\t"         /* obj of this CPU's slab? */
@@ -185,7 +185,7 @@ static inline bool cpu_fl_install(void *base, uintptr_t ofs, uintptr_t rnd, void
 {
 #ifndef SK_TSAN
     uintptr_t link = tail ? (uintptr_t)tail + ofs : 0;
-    __asm__ goto(
+    __asm__ volatile goto(
         CPU_RSEQ_PROLOGUE
         CPU_FL_LOCATE(refused)
         "movq (%%rax), %%rcx\n\t"              /* head */
