@@ -450,12 +450,11 @@ static void reset_arrays(cpu_arrays_t tab, const struct slab_cache *c)
     if (tab == cpu_empty_arrays)
         return;
     for (int cpu = 0; cpu <= cpu_nr_ids; cpu++) {    /* and the dummy slot */
-        /* A CPU that never used the cache took no lock of it: an rseq
-         * thread's fast path takes none, and its slow paths mark the CPU
-         * first (slab_mark_used).  The lock fallback's fast path locks
-         * its slot's array before any mark, so every slot is reset there,
-         * and the shared slot (threads without rseq) always. */
-        if (c && cpu_use_rseq && cpu < cpu_nr_ids && !slab_cpu_used(c, cpu))
+        /* A CPU or slot that never used the cache took no lock of it:
+         * the rseq fast path takes none, the lock fallback's only on an
+         * array a slow path readied, and the slow paths mark the index
+         * first (slab_mark_used). */
+        if (c && !slab_cpu_used(c, cpu))
             continue;
         struct cpu_array *a = cpu_array_at(tab, cpu);
         spin_reset_child(&a->lock);

@@ -352,8 +352,7 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
  * the number of empty slabs given back when the list overflowed. */
 static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
-    slab_mark_used(c);
-    struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
+    struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
     pg->slab.next = sc->partial;
@@ -547,7 +546,7 @@ void *slab_alloc_slow(struct slab_cache *c)
     }
     void *buf[SLAB_BATCH_MAX];
     int cpu = slab_cpu_id();
-    struct slab_cpu *sc = slab_cpu_of(c, cpu);
+    struct slab_cpu *sc = slab_cpu_mark(c, cpu);
     if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
         __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
     unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
@@ -675,7 +674,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
      * burst).  Grow, doubling up to array_max, tcmalloc's slow start; a
      * burst of frees alone (teardown) or frees of objects allocated on
      * another CPU never grow it.  slab_shrink trims it back when idle. */
-    struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
+    struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
     if (__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED)) {
         __atomic_store_n(&sc->refilled, 0, __ATOMIC_RELAXED);
         if (cap < c->array_max) {
@@ -973,6 +972,10 @@ int slab_shrink(struct slab_cache *c)
 static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct slab_info_counts *k)
 {
     for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
+        /* A CPU that never used the cache holds nothing of it, and its
+         * pages are left unread (slab_mark_used). */
+        if (!slab_cpu_used(c, cpu))
+            continue;
         struct slab_cpu *sc = slab_cpu_of(c, cpu);
         info->array_objs += cpu_array_count(slab_arrays(c), cpu);
         k->ops += cpu_array_ops(slab_arrays(c), cpu);
@@ -980,9 +983,6 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
         k->batch_out += __atomic_load_n(&sc->batch_out, __ATOMIC_RELAXED);
         k->slow_pops += __atomic_load_n(&sc->slow_pops, __ATOMIC_RELAXED);
         k->slow_pushes += __atomic_load_n(&sc->slow_pushes, __ATOMIC_RELAXED);
-        /* Its lock is taken after its bit is set, as everywhere (a forked
-         * child resets the locks of marked CPUs only). */
-        slab_mark_cpu(c, cpu);
         lock_acquire(&sc->lock);
         if (sc->slab) {
             /* Its private freelist and fresh range, and what others freed
@@ -1003,8 +1003,10 @@ static void percpu_info(struct slab_cache *c, struct sk_cache_info *info, struct
         lock_release(&sc->lock);
     }
     /* The shared slot of threads without rseq (no slab_cpu of its own). */
-    info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
-    k->ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+    if (slab_cpu_used(c, cpu_nr_ids)) {
+        info->array_objs += cpu_array_count(slab_arrays(c), cpu_nr_ids);
+        k->ops += cpu_array_ops(slab_arrays(c), cpu_nr_ids);
+    }
 }
 
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info)

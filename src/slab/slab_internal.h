@@ -67,6 +67,16 @@ static inline void slab_mark_used(struct slab_cache *c)
         slab_mark_cpu(c, slab_cpu_id());
 }
 
+/* Slot cpu's slab_cpu of c, for this thread to lock and write: its index
+ * marked first.  slab_mark_used marked the CPU the thread ran on when its
+ * slow path began; a thread that has moved since locks another CPU's
+ * state, which must be marked before its lock too. */
+static inline struct slab_cpu *slab_cpu_mark(struct slab_cache *c, int cpu)
+{
+    slab_mark_cpu(c, cpu);
+    return slab_cpu_of(c, cpu);
+}
+
 /* The owner a slab frozen here records: this CPU, where c sends frees home
  * (c->remote_free, rseq mode: the id the fast path compares with), else
  * SLAB_NO_OWNER, which no free takes for a remote one. */

@@ -59,7 +59,7 @@ static int this_slot(void)
  * becomes the slot's owner (slot lock held). */
 static void *refill_chain(struct slab_cache *c, int slot, struct sk_page **out)
 {
-    struct slab_cpu *sc = slab_cpu_of(c, slab_cpu_id());
+    struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
     struct sk_page *pg = cpu_fl_owner(c->slots, slot);
     void *fl = NULL;
     if (pg) {

@@ -7,6 +7,10 @@
  * A child that hangs is killed by its alarm and counted as a failure; a
  * parent that hangs in fork is stopped by its own alarm (Bail out!).
  *
+ * With rseq, one hammer and the child's thread unregister theirs: they
+ * use the shared slot of threads without rseq, whose array locks a fork
+ * can catch held as well.
+ *
  * Run twice: with rseq, then re-executed with glibc's rseq registration
  * off (GLIBC_TUNABLES=glibc.pthread.rseq=0), where the per-CPU arrays sit
  * behind per-CPU locks that a fork can catch held.
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/rseq.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,8 +71,23 @@ static struct obj *make(size_t n)
     return o;
 }
 
+static int rseq_mode;   /* this run has rseq: hammer 0 and the child's thread drop theirs */
+
+/* Unregister this thread's rseq, so that it runs on the shared slot of
+ * threads without rseq (under its lock) in a process that has rseq. */
+static void drop_rseq(void)
+{
+    if (!rseq_mode)
+        return;
+    struct rseq *r = (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+    if (syscall(SYS_rseq, r, __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG) != 0)
+        syscall(SYS_rseq, r, 32, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
+}
+
 static void *hammer(void *arg)
 {
+    if (arg == 0)
+        drop_rseq();    /* forks catch the shared slot's locks held too */
     uint64_t rng = (uintptr_t)arg * 7919 + 1;
     void *local[64] = { 0 };
     unsigned i = 0;
@@ -94,6 +114,7 @@ static void *hammer(void *arg)
 static void *child_thread(void *arg)
 {
     (void)arg;
+    drop_rseq();        /* the shared slot, which a parent thread may have held */
     void *p[200];
     for (int i = 0; i < 200; i++) {
         p[i] = malloc(16 + (size_t)i * 37);
@@ -146,6 +167,7 @@ int main(int argc, char **argv)
     if (rseq_off)
         ok(__rseq_size == 0, "re-executed with glibc's rseq registration off");
     int forks = rseq_off ? FORKS / 2 : FORKS;
+    rseq_mode = !rseq_off && __rseq_size >= 20;
     bail_out_after(180, "the parent hung (fork or wait deadlocked)");   /* about 20 s alone; 60 s was hit under load */
 
     pthread_t t[HAMMERS];
