@@ -67,6 +67,7 @@
  * after the unlock (zone_release_dirtied).
  */
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "page/page_internal.h"
@@ -695,19 +696,30 @@ static inline bool pcp_grown(unsigned o, int cpu)
  * beyond that to the zone (popped here: if this thread moved to another
  * CPU since, that one's list gives its top blocks instead, as harmless).
  * No lock held. */
+/* Up to max blocks off this thread's list of order o, to the zone;
+ * returns the blocks moved.  No lock held. */
+static unsigned long pcp_pop_to_zone(unsigned o, unsigned long max)
+{
+    struct sk_page *buf[PCP_BATCH_MAX];
+    unsigned long moved = 0;
+    unsigned n;
+    while (moved < max && (n = cpu_pop_batch(page_pcp.lists[o], (void **)buf,
+                                             max - moved < PCP_BATCH_MAX ? (unsigned)(max - moved) : PCP_BATCH_MAX))) {
+        zone_free_bulk(zone_here(), buf, n, o);
+        moved += n;
+    }
+    return moved;
+}
+
 static void pcp_ungrow(unsigned o, int cpu)
 {
-    cpu_arrays_t list = page_pcp.lists[o];
     unsigned high = page_pcp.high[o];
     if (!pcp_grown(o, cpu))
         return;
-    cpu_array_trim(list, cpu, high);
-    unsigned count = cpu_array_count(list, cpu), left = count > high ? count - high : 0, n;
-    struct sk_page *buf[PCP_BATCH_MAX];
-    while (left && (n = cpu_pop_batch(list, (void **)buf, left < PCP_BATCH_MAX ? left : PCP_BATCH_MAX))) {
-        zone_free_bulk(zone_here(), buf, n, o);
-        left -= n;
-    }
+    cpu_array_trim(page_pcp.lists[o], cpu, high);
+    unsigned count = cpu_array_count(page_pcp.lists[o], cpu);
+    if (count > high)
+        pcp_pop_to_zone(o, count - high);
 }
 
 /* Slot cpu's lists other than order keep's: whether one is grown; all of
@@ -720,14 +732,13 @@ static bool pcp_others_grown(int cpu, unsigned keep)
     return false;
 }
 
-/* Pages on slot cpu's lists other than keep's. */
-static unsigned long pcp_local_pages(int cpu, unsigned keep)
+/* Whether slot cpu's lists other than keep's hold any block. */
+static bool pcp_others_hold(int cpu, unsigned keep)
 {
-    unsigned long pages = 0;
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != keep)
-            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
-    return pages;
+        if (o != keep && cpu_array_count(page_pcp.lists[o], cpu))
+            return true;
+    return false;
 }
 
 static void pcp_ungrow_others(int cpu, unsigned keep)
@@ -742,16 +753,9 @@ static void pcp_ungrow_others(int cpu, unsigned keep)
 static unsigned long pcp_empty_others(unsigned keep)
 {
     unsigned long moved = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
-        if (o == keep)
-            continue;
-        struct sk_page *buf[PCP_BATCH_MAX];
-        unsigned n;
-        while ((n = cpu_pop_batch(page_pcp.lists[o], (void **)buf, PCP_BATCH_MAX))) {
-            zone_free_bulk(zone_here(), buf, n, o);
-            moved += n;
-        }
-    }
+    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
+        if (o != keep)
+            moved += pcp_pop_to_zone(o, ULONG_MAX);
     return moved;
 }
 
@@ -809,7 +813,7 @@ static bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
         page_drain_pcp();
         return true;
     }
-    if (now - page_init_at < FRESH_DRAIN_MS || !pcp_local_pages(cpu, order))
+    if (now - page_init_at < FRESH_DRAIN_MS || !pcp_others_hold(cpu, order))
         return false;
     lock_release(&z->lock);
     __atomic_fetch_add(&page_pcp_local_empties, 1, __ATOMIC_RELAXED);
