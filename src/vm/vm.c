@@ -554,6 +554,18 @@ struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size)
     return run_new(kind, psize, 1, desc_size);
 }
 
+void vm_slice_advise_huge(struct vm_slice *s, size_t from, size_t end)
+{
+    if (from >= end || os_thp_mode() == OS_THP_NEVER)
+        return;
+    /* The advice goes with the mapping: vm_slice_release unmaps the slice,
+     * or decommits it with a fresh mapping, and the header is zeroed. */
+    if (os_advise_huge((void *)(s->base + (from << SK_PAGE_SHIFT)), (end - from) << SK_PAGE_SHIFT) != 0)
+        return;
+    if (!s->huge_from || from < s->huge_from)
+        s->huge_from = (uint32_t)from;
+}
+
 struct vm_slice *vm_direct_new(size_t size, size_t desc_size)
 {
     size_t span = SK_ALIGN_UP(size, SLICE_SIZE);

@@ -106,7 +106,9 @@ struct vm_slice {
     size_t mapped;                /* bytes mapped from base: size, or less
                                    * for a partial slice (grows; read unlocked) */
     uint8_t partial;              /* a partial slice (outside the arena) */
-    uint8_t pad[7];
+    uint8_t pad[3];
+    uint32_t huge_from;           /* a base slice: MADV_HUGEPAGE applied from
+                                   * this page on (0: nowhere; grow_lock) */
     struct vm_slice *zone_next;   /* (zone lock) the zone's partial slices */
     uint64_t unused[6];
     /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 128). */
@@ -176,6 +178,11 @@ static inline bool vm_slice_maps(const struct vm_slice *s, const void *p)
  * errno ENOMEM when the OS refuses.  A HUGE slice gets MADV_HUGEPAGE unless
  * THP is "never" (then it runs on base pages: s->huge stays 0). */
 struct vm_slice *vm_slice_new(enum vm_slice_kind kind, size_t desc_size);
+/* Advise pages [from, end) of base slice s onto huge pages, unless THP is
+ * "never", and record from where on (s->huge_from, the lowest so far) the
+ * slice is huge-advised.  For a slice that grows a step at a time
+ * (src/page's frontier): one caller at a time per slice. */
+void vm_slice_advise_huge(struct vm_slice *s, size_t from, size_t end);
 /* A direct mapping of `size` bytes (a multiple of 4 KiB) as a slice run:
  * its header has one descriptor (pages[0]). */
 struct vm_slice *vm_direct_new(size_t size, size_t desc_size);
