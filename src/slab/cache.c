@@ -296,16 +296,20 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * paths, slab_classic.c). */
     if (sk_opt.allocator == SK_ALLOC_SLAB && c->mode != SLAB_MODE_DEBUG)
         slab_classic_setup(c);
-    /* Objects smaller than a cache line share lines with their neighbours:
-     * a free on another CPU goes home to the CPU its slab is frozen to, so
-     * this CPU never hands it out next to the other CPU's live objects
-     * (passive false sharing).  Larger objects stay on the array path, which
-     * is cheaper than a cmpxchg per free (bench/peers: mstorm, larson).
+    /* A slab has a home: the CPU that last froze it, kept when it leaves
+     * that CPU full or drained.  A free on another CPU goes home (to the
+     * slab) rather than into this CPU's array, so that no CPU hands out
+     * objects interleaved with the other CPU's live ones: for objects
+     * smaller than a line, passive false sharing; for any size, lanes of
+     * work that move between CPUs (larson's rounds) would otherwise leave
+     * each CPU's objects scattered among the other's for good, and their
+     * lines and their neighbours' going back and forth.  A CPU that only
+     * frees objects of a line or more keeps them on its array, for the
+     * barn (slab_free_remote).
      * Only where frees take SLUB's array path at all: caches whose every
      * free must reach the slow path (sheaves=0, slub_debug, memcheck or
      * ASan watching) have arrays of capacity 0. */
-    bool remote = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq &&
-                  c->size < CACHE_LINE && c->order == 0;   /* the free path reads the owner at pg */
+    bool remote = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq;
     c->remote_free = remote ? 0xff : 0;
     cpu_arrays_init(c->arrays, 0);    /* each CPU's cap is set on first use */
 }

@@ -29,11 +29,17 @@
  *  - not frozen, freelist != NULL: on its node's partial list.  Changing
  *    list membership of such a slab needs list_lock.
  *  - not frozen, freelist == NULL: full, on no list.  The first free into a
- *    full slab freezes it in the same cmpxchg and puts it on the freeing
- *    CPU's partial list (or, with cpu_partial=0, on the node list under
- *    list_lock), unless that one free empties it (a chain of all its
- *    objects) while the node keeps min_partial empty slabs: then no one
- *    else can reach it and it is discarded at once.
+ *    full slab freezes it in the same cmpxchg and puts it on its home
+ *    CPU's partial list (counters.owner, which outlives the freeze in
+ *    caches whose frees go home; else the freeing CPU's), or, with
+ *    cpu_partial=0, on the node list under list_lock, unless that one
+ *    free empties it (a chain of all its objects) while the node keeps
+ *    min_partial empty slabs: then no one else can reach it and it is
+ *    discarded at once.  A CPU's partial list is taken under its
+ *    slab_cpu lock, so another CPU may put a slab on it.
+ *  - counters.owner, the home: set by each freeze (a new slab, one taken
+ *    from the node list), kept by the unfreezes; SLAB_NO_OWNER where
+ *    frees do not go home, and once a CPU slab is deactivated.
  *  - counters.inuse counts objects not on slab->freelist: handed to users,
  *    in per-CPU arrays, or on a CPU's private freelist.
  * A CPU's private freelist (slab_cpu->freelist) holds objects of its CPU
@@ -131,6 +137,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
     cnt.owner = slab_owner_here(c);
     pg->slab.freelist = NULL;
     pg->slab.counters = cnt.v;
+    slab_mirror_owner(c, pg, cnt.owner);
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB | (lazy ? PG_FRESH : 0), __ATOMIC_RELEASE);
@@ -256,8 +263,7 @@ void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired
                 return fl;
             }
         } else {
-            new.frozen = 0;
-            new.owner = SLAB_NO_OWNER;
+            new.frozen = 0;   /* the owner stays: its home */
             if (slab_cmpxchg(c, pg, NULL, old.v, NULL, new.v)) {
                 *retired = true;
                 return NULL;
@@ -277,8 +283,11 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
         new.owner = slab_owner_here(c);
         if (take)
             new.inuse = new.objects;
-        if (slab_cmpxchg(c, pg, fl, old.v, take ? NULL : fl, new.v))
+        if (slab_cmpxchg(c, pg, fl, old.v, take ? NULL : fl, new.v)) {
+            if (new.owner != old.owner)
+                slab_mirror_owner(c, pg, new.owner);
             return fl;
+        }
     }
 }
 
@@ -333,7 +342,6 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
             old.v = slab_counters(pg);
             new = old;
             new.frozen = 0;
-            new.owner = SLAB_NO_OWNER;
         } while (!slab_cmpxchg(c, pg, fl, old.v, fl, new.v));
         if (new.inuse == 0 && n->nr_partial >= c->min_partial) {
             pg->slab.next = discard;
@@ -350,9 +358,9 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
 
 /* A slab that just became partial joins this CPU's partial list.  Returns
  * the number of empty slabs given back when the list overflowed. */
-static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
+static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg, int cpu)
 {
-    struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
+    struct slab_cpu *sc = slab_cpu_mark(c, cpu);
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
     pg->slab.next = sc->partial;
@@ -399,8 +407,9 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
                 __atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED) >= c->min_partial;
         if (!was_frozen && !locked && !whole) {
             if (!prior && c->cpu_partial) {
-                new.frozen = 1;               /* full -> this CPU's partial list */
-                new.owner = slab_owner_here(c);
+                new.frozen = 1;               /* full -> its home's partial list */
+                if (old.owner == SLAB_NO_OWNER)
+                    new.owner = slab_owner_here(c);
             } else if (!prior || new.inuse == 0) {
                 lock_acquire(&n->list_lock);  /* list membership changes */
                 locked = true;
@@ -414,8 +423,11 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         slab_discard(c, pg);
         return 1;
     }
+    if (new.owner != old.owner)
+        slab_mirror_owner(c, pg, new.owner);
     if (!locked)
-        return new.frozen && !was_frozen ? put_cpu_partial(c, pg) : 0;
+        return new.frozen && !was_frozen ?
+                   put_cpu_partial(c, pg, new.owner != SLAB_NO_OWNER ? new.owner : slab_cpu_id()) : 0;
     if (was_frozen) {
         lock_release(&n->list_lock);
         return 0;
@@ -549,6 +561,8 @@ void *slab_alloc_slow(struct slab_cache *c)
     struct slab_cpu *sc = slab_cpu_mark(c, cpu);
     if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
         __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&sc->allocating, __ATOMIC_RELAXED) != SLAB_ALLOCATING)
+        __atomic_store_n(&sc->allocating, SLAB_ALLOCATING, __ATOMIC_RELAXED);
     unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
     if (n)
         goto refilled;
@@ -675,6 +689,9 @@ void slab_free_slow(struct slab_cache *c, void *obj)
      * burst of frees alone (teardown) or frees of objects allocated on
      * another CPU never grow it.  slab_shrink trims it back when idle. */
     struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
+    uint32_t alloc = __atomic_load_n(&sc->allocating, __ATOMIC_RELAXED);
+    if (alloc)
+        __atomic_store_n(&sc->allocating, alloc - 1, __ATOMIC_RELAXED);
     if (__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED)) {
         __atomic_store_n(&sc->refilled, 0, __ATOMIC_RELAXED);
         if (cap < c->array_max) {
@@ -704,10 +721,20 @@ void slab_free_slow(struct slab_cache *c, void *obj)
 }
 
 /* slab.h: a free on the wrong CPU (marker already set) goes home. */
-void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj)
+void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj)
 {
+    if (c->size >= CACHE_LINE && !__atomic_load_n(&slab_cpu_of(c, slab_cpu_id())->allocating, __ATOMIC_RELAXED)) {
+        /* This CPU only frees objects of c: nothing of it is handed out
+         * here, so its array passes the object on with a batch.  Not an
+         * object smaller than a line: one that came back here would be
+         * handed out next to the other CPU's live neighbours the moment
+         * this CPU allocates (passive false sharing, cache_scratch). */
+        if (!cpu_push_fast(slab_arrays(c), obj))
+            slab_free_slow(c, obj);
+        return;
+    }
     stat(c, SK_FREE_REMOTE);
-    slab_free_chain(c, head, obj, obj, 1);
+    slab_free_chain(c, pg->slab.head, obj, obj, 1);
 }
 
 /* slab.h: an object its program outgrew goes back to its slab. */
@@ -845,6 +872,8 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
         if (cnt)
             set_fp(c, tail, prior);
     } while (!slab_cmpxchg(c, pg, prior, old.v, cnt ? head : prior, new.v));
+    if (old.owner != SLAB_NO_OWNER)
+        slab_mirror_owner(c, pg, SLAB_NO_OWNER);
     void *fl = cnt ? head : prior;
     bool discard = false;
     if (new.inuse == 0 && n->nr_partial >= c->min_partial)

@@ -40,8 +40,9 @@ union slab_counters {
         uint32_t inuse;           /* objects not on the slab freelist */
         uint16_t objects;         /* objects in the slab */
         uint8_t frozen;           /* on a CPU: exempt from list management */
-        uint8_t owner;            /* frozen: the CPU that froze it (free-to-owner
-                                   * caches), else SLAB_NO_OWNER */
+        uint8_t owner;            /* home: the CPU that last froze it, kept
+                                   * when it leaves that CPU (caches whose
+                                   * frees go home), else SLAB_NO_OWNER */
     };
 };
 
@@ -75,6 +76,12 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
      * flush then means the array went from empty to full and back, and
      * its capacity grows (slab_free_slow). */
     uint32_t refilled;
+    /* This CPU allocates from the cache, too (atomic, a hint): set by
+     * each refill, counted down by each flush.  A free of an object whose
+     * slab is at home on another CPU goes home only while it is set
+     * (slab_free_remote): a CPU that only frees (a consumer) passes its
+     * objects on in batches instead (the barn). */
+    uint32_t allocating;
 } __attribute__((aligned(CACHE_LINE)));
 
 /*
@@ -96,6 +103,7 @@ struct slab_barn {
 };
 #define SLAB_BARN_MAX 512         /* objects: 16 batches of 32 */
 #define SLAB_BARN_BYTES (32 << 10) /* of objects, at most */
+#define SLAB_ALLOCATING 8          /* flushes a refill keeps slab_cpu.allocating set */
 
 struct slab_node {
     lock_t list_lock;             /* partial list and nr_partial */
@@ -563,11 +571,14 @@ static inline void slab_free_sized(struct slab_cache *c, void *p, const char *ca
         slab_free(c, p, call);
 }
 
-/* A free on a CPU other than the one its slab is frozen to: straight back
- * to the slab's freelist (SLUB's __slab_free), never into this CPU's
- * array, so this CPU does not hand the object out again (passive false
- * sharing, and lines last written by the other CPU). */
-void slab_free_remote(struct slab_cache *c, struct sk_page *head, void *obj);
+/* A free on a CPU other than its slab's home: straight back to the slab's
+ * freelist (SLUB's __slab_free), not into this CPU's array, so this CPU
+ * does not hand the object out again (passive false sharing, and lines
+ * last written by the other CPU); a full slab it makes partial joins its
+ * home's partial list.  pg is any page of the slab.  An object of a line
+ * or more freed on a CPU that allocates nothing of c takes the array
+ * path instead (slab_cpu.allocating). */
+void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj);
 
 /* A checked live object of c (SLUB mode), of the slab whose head page is
  * `head`, that realloc moved to a larger class: back to the slab's
@@ -585,24 +596,26 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
         return;
     }
     *slab_marker(c, obj) = slab_free_key;
-    /* Home when the slab is frozen (owner not SLAB_NO_OWNER) to another
-     * CPU than this one.  One branch, almost never taken: a test of
+    /* Home when the slab's home (owner not SLAB_NO_OWNER) is another CPU
+     * than this one.  One branch, almost never taken: a test of
      * c->remote_free first was a branch on the object's class, which
      * mixed sizes take at random (larson with 8-64 byte objects on one
      * CPU: 0.30 s against 0.23 s without it).  The owner is read from
-     * pg, whose flags were just read on the same line: a remote_free
-     * cache has slabs of one page (cache_setup), so pg is the head; any
-     * other cache masks the word out (a tail page's copy, or classic
-     * SLAB's address there).  Reading it through pg->slab.head instead
-     * cost every free about 1 ns (a pair loop of 64 B-8 KiB objects).  A
-     * racy look: a slab unfrozen or refrozen meanwhile only makes the
-     * choice of path stale, and both paths are right for any slab state.
-     * A thread without rseq reads an id that is no CPU's and always goes
-     * home. */
+     * pg, whose flags were just read on the same line: a tail page
+     * carries a copy of the head's (slab_mirror_owner); any cache that
+     * does not send frees home masks the word out (classic SLAB keeps an
+     * address there).  Reading it through pg->slab.head instead cost
+     * every free about 1 ns (a pair loop of 64 B-8 KiB objects).  A racy
+     * look: a slab whose home changed meanwhile only makes the choice of
+     * path stale, and both paths are right for any slab state.  A thread
+     * without rseq reads an id that is no CPU's (0xff) and never goes
+     * home: it has no CPU to be away from. */
     union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
-    unsigned other = (uint8_t)(cnt.owner ^ (uint8_t)cpu_rseq_area()->cpu_id);
+    uint8_t cpu = (uint8_t)cpu_rseq_area()->cpu_id;
+    unsigned other = (uint8_t)(cnt.owner ^ cpu);
     unsigned owned = (uint8_t)(cnt.owner + 1) & c->remote_free;    /* 0: SLAB_NO_OWNER, or off */
-    if (unlikely(other * owned != 0)) {
+    unsigned here = (uint8_t)(cpu + 1);                             /* 0: no rseq here */
+    if (unlikely(other * owned * here != 0)) {
         slab_free_remote(c, pg, obj);
         return;
     }

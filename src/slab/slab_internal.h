@@ -88,6 +88,21 @@ static inline uint8_t slab_owner_here(const struct slab_cache *c)
     return id < SLAB_NO_OWNER ? (uint8_t)id : SLAB_NO_OWNER;
 }
 
+/* The free path reads the owner at the object's page (slab_free_at), head
+ * or tail: a slab of more pages carries it on each tail page too, in the
+ * counters word that only the head uses, stored after the head's changed.
+ * A hint like the head's own: a stale copy only picks the other of two
+ * paths that are both right. */
+static inline void slab_mirror_owner(const struct slab_cache *c, struct sk_page *pg, uint8_t owner)
+{
+    if (!c->remote_free)
+        return;
+    union slab_counters m = { .v = 0 };
+    m.owner = owner;
+    for (size_t i = 1; i < ((size_t)1 << c->order); i++)
+        __atomic_store_n(&pg[i].slab.counters, m.v, __ATOMIC_RELAXED);
+}
+
 /* ---- statistics ---- */
 
 /* Add to a counter of this CPU's slab_cpu, the kernel's this_cpu_add:

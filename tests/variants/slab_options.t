@@ -20,15 +20,18 @@
 #     rseq off;
 #   - tests/slab/reap with rseq off (the idle-cache reaper reads the
 #     fallback arrays' operation counts, and drains them under their locks);
+#   - tests/slab/remote_home with remote_free=0, rseq off (nothing goes
+#     home) and cpu_partial=0 (home-going frees into full slabs take the
+#     node list);
 #   - slabinfo_at_exit=1 prints the 2.1 header to stderr at exit.
 # One TAP line per run; a failing run shows the tail of its output.
 . "$(dirname "$0")/rerun.sh"
 S=$B/tests/slab
-if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ] || [ ! -x "$S/whole_free" ] || [ ! -x "$S/reap" ]; then
+if [ ! -x "$S/stress_cross_cpu" ] || [ ! -x "$S/slabinfo_format" ] || [ ! -x "$S/cache_api" ] || [ ! -x "$S/barn" ] || [ ! -x "$S/remote_free" ] || [ ! -x "$S/remote_home" ] || [ ! -x "$S/whole_free" ] || [ ! -x "$S/reap" ]; then
     echo "1..0 # SKIP slab tests not built"
     exit 0
 fi
-echo "1..18"
+echo "1..21"
 
 check "stress_cross_cpu with cpu_partial=0" -e "cpu_partial=0" -- \
     env SLABKIT_OPTIONS=cpu_partial=0 "$S/stress_cross_cpu"
@@ -41,6 +44,12 @@ check "remote_free with rseq off (no CPU to compare: the array path)" -e "stay o
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/remote_free"
 check "remote_free with allocator=slab (SLAB: the array path)" -e "SLAB: frees on CPU [0-9]* stay on that CPU" -- \
     env SLABKIT_OPTIONS=allocator=slab "$S/remote_free"
+check "remote_home with remote_free=0 (frees stay on the freeing CPU)" -e "stay on that CPU" -- \
+    env SLABKIT_OPTIONS=remote_free=0 "$S/remote_home"
+check "remote_home with rseq off (the array path)" -e "stay on that CPU" -- \
+    env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/remote_home"
+check "remote_home with cpu_partial=0 (a full slab freed into goes to the node list)" -e "go home" -- \
+    env SLABKIT_OPTIONS=cpu_partial=0 "$S/remote_home"
 check "barn with rseq off (lock fallback)" -- env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/barn"
 check "stress_cross_cpu with rseq off (lock fallback)" -e "via the lock fallback" -- \
     env GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
