@@ -82,7 +82,7 @@ static const struct option_def defs[] = {
     { "pcp", &sk_opt.pcp, 0, 1, "per-CPU page lists (orders 0-3, and a cached 32-256 KiB block)", NULL },
     { "slice_mask_cache", &sk_opt.slice_mask_cache, 0, 1, "keep slice masks instead of recomputing them", NULL },
     { "cpu_partial", &sk_opt.cpu_partial, -1, 1 << 20, "objects on per-CPU partial lists (-1: by size, 0: off)", NULL },
-    { "remote_free", &sk_opt.remote_free, 0, 1, "a free on another CPU than the one its slab is frozen to goes back to the slab (0: into this CPU's array)", NULL },
+    { "remote_free", &sk_opt.remote_free, 0, 1, "a free on another CPU than its slab's home goes back to the slab (0: into this CPU's array)", NULL },
     { "barn", &sk_opt.barn, 0, 1, "full batches of free objects passed between a node's CPUs", NULL },
     { "sheaves", &sk_opt.sheaves, 0, 1, "per-CPU object arrays and the barn (0: SLUB's per-CPU freelists, 2011)", NULL },
     { "mutex_spin", &sk_opt.mutex_spin, 0, 1, "sk_mutex spinning: 0 off, 1 cancellable queue, mcs the pre-2014 queue",
