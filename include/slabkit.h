@@ -124,7 +124,7 @@ enum sk_stat_item {
     SK_REMOTE_DRAIN,        /* remote drains of another CPU's array */
     SK_BARN_PUT,            /* flushes that left their batch in the node's barn */
     SK_BARN_GET,            /* refills served from the barn */
-    SK_FREE_REMOTE,         /* frees sent home to a slab frozen to another CPU */
+    SK_FREE_REMOTE,         /* frees sent home to a slab of another CPU (in free_slowpath too) */
     SK_STAT_NR
 };
 SK_API extern const char *const sk_stat_names[SK_STAT_NR];

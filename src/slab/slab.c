@@ -291,6 +291,26 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
     }
 }
 
+/* Slabs of the node list a refill looks at for one at home here. */
+#define NODE_HOME_SCAN 64
+
+/* The first of the node list's first NODE_HOME_SCAN slabs whose home is
+ * `here`, else the list's head (list_lock held).  A slab taken by another
+ * CPU changes home with objects of its old home still live in it, and
+ * those then go home to the new one one by one: the two CPUs' objects
+ * interleave again.  mimalloc never gives a page away while its thread
+ * lives; this only prefers. */
+static struct sk_page *node_partial_home(struct sk_page *head, uint8_t here)
+{
+    struct sk_page *pg = head;
+    for (unsigned i = 0; pg && i < NODE_HOME_SCAN; i++, pg = pg->slab.next) {
+        union slab_counters cnt = { .v = slab_counters(pg) };
+        if (cnt.owner == here)
+            return pg;
+    }
+    return head;
+}
+
 /* Get a slab from the node partial list, and (cpu partial on) stock this
  * CPU's partial list with a few more under the same lock acquisition. */
 struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl)
@@ -299,9 +319,20 @@ struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc,
     if (!__atomic_load_n(&n->partial, __ATOMIC_RELAXED))
         return NULL;
     struct sk_page *got = NULL;
+    uint8_t here = slab_owner_here(c);
     lock_acquire(&n->list_lock);
     while (n->partial) {
         struct sk_page *pg = n->partial;
+        if (here != SLAB_NO_OWNER) {
+            pg = node_partial_home(pg, here);
+            /* Stock only slabs at home here (or of no home): another
+             * CPU's would change home for nothing but a spare. */
+            if (got && pg == n->partial) {
+                union slab_counters cnt = { .v = slab_counters(pg) };
+                if (cnt.owner != here && cnt.owner != SLAB_NO_OWNER)
+                    break;
+            }
+        }
         slab_remove_partial(n, pg);
         if (!got) {
             *fl = freeze_slab(c, pg, true);
@@ -733,6 +764,7 @@ void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj)
             slab_free_slow(c, obj);
         return;
     }
+    stat(c, SK_FREE_SLOWPATH);   /* SLUB's __slab_free: a slow-path free */
     stat(c, SK_FREE_REMOTE);
     slab_free_chain(c, pg->slab.head, obj, obj, 1);
 }
