@@ -30,6 +30,7 @@
 
 #include "slabkit.h"
 #include "cpus.h"
+#include "remote.h"
 #include "tap.h"
 
 #define OBJ 64
@@ -42,12 +43,6 @@ static void *objs[ROUND];
 static pthread_barrier_t step;
 static long dup_or_bad;
 static unsigned long most_in_barn;
-
-static void pin(int cpu)
-{
-    if (pin_thread(cpu) != 0)
-        BAIL("cannot pin a thread to CPU %d", cpu);
-}
 
 static struct sk_cache_info info(void)
 {
@@ -66,7 +61,7 @@ static int cmp_ptr(const void *a, const void *b)
 static void *producer(void *arg)
 {
     (void)arg;
-    pin(cpu_a);
+    pin_or_bail(cpu_a);
     for (int r = 0; r < ROUNDS; r++) {
         for (int i = 0; i < ROUND; i++) {
             unsigned char *p = sk_cache_alloc(cache);
@@ -94,7 +89,7 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_or_bail(cpu_b);
     for (int r = 0; r < ROUNDS; r++) {
         pthread_barrier_wait(&step);
         for (int i = 0; i < ROUND; i++) {
@@ -115,7 +110,7 @@ static void *alone(void *arg)
 {
     static void *v[20000];
     (void)arg;
-    pin(cpu_a);
+    pin_or_bail(cpu_a);
     for (int i = 0; i < 20000; i++)
         if (!(v[i] = sk_cache_alloc(cache)))
             BAIL("sk_cache_alloc failed");

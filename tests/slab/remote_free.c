@@ -30,9 +30,7 @@
 #include <string.h>
 #include <sys/rseq.h>
 
-#include "slabkit.h"
-#include "cpus.h"
-#include "tap.h"
+#include "remote.h"
 
 #define OBJ 16
 #define ROW 64
@@ -42,24 +40,12 @@ static int cpu_a = -1, cpu_b = -1;
 static sk_cache_t *cache;
 static void *row[ROW], *got[ROW];
 
-static void pin(int cpu)
-{
-    if (pin_thread(cpu) != 0)
-        BAIL("cannot pin a thread to CPU %d", cpu);
-}
-
-static unsigned long remote_frees(void)
-{
-    struct sk_cache_info i;
-    if (sk_cache_info("remote-test", &i) != 0)
-        BAIL("sk_cache_info(remote-test) failed");
-    return i.stat[SK_FREE_REMOTE];
-}
+static unsigned long remote_frees(void) { return cache_stat("remote-test", SK_FREE_REMOTE); }
 
 static void *other_cpu(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_or_bail(cpu_b);
     for (int i = 1; i < ROW; i += 2)
         sk_cache_free(cache, row[i]);
     for (int i = 0; i < ROW; i++)
@@ -74,15 +60,12 @@ int main(void)
         skip_all("needs two CPUs");
     plan(5);
     /* Home-going frees need rseq (the CPU id to compare) and the option. */
-    bool slub = sk_option("allocator") == 0;
-    bool home = sk_option("remote_free") == 1 && __rseq_size >= 20 && slub;
-    diag("remote_free=%ld, rseq %s, %s: frees on CPU %d %s", sk_option("remote_free"),
-         __rseq_size >= 20 ? "on" : "off", slub ? "SLUB" : "SLAB", cpu_b, home ? "go home" : "stay on that CPU");
+    bool home = frees_go_home(cpu_b);
 
     cache = sk_cache_create("remote-test", OBJ, 0, 0, NULL);
     if (!cache)
         BAIL("sk_cache_create failed");
-    pin(cpu_a);
+    pin_or_bail(cpu_a);
     for (int i = 0; i < ROW; i++)
         if (!(row[i] = sk_cache_alloc(cache)))
             BAIL("sk_cache_alloc failed");

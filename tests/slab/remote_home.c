@@ -28,9 +28,7 @@
 #include <string.h>
 #include <sys/rseq.h>
 
-#include "slabkit.h"
-#include "cpus.h"
-#include "tap.h"
+#include "remote.h"
 
 #define OBJ 1024
 #define MAXN 1024
@@ -40,24 +38,12 @@ static sk_cache_t *cache;
 static void *row[MAXN], *got[MAXN], *mine[MAXN];
 static int n, quarter;
 
-static void pin(int cpu)
-{
-    if (pin_thread(cpu) != 0)
-        BAIL("cannot pin a thread to CPU %d", cpu);
-}
-
-static unsigned long remote_frees(void)
-{
-    struct sk_cache_info i;
-    if (sk_cache_info("home-test", &i) != 0)
-        BAIL("sk_cache_info(home-test) failed");
-    return i.stat[SK_FREE_REMOTE];
-}
+static unsigned long remote_frees(void) { return cache_stat("home-test", SK_FREE_REMOTE); }
 
 static void *consumer(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_or_bail(cpu_b);
     for (int i = 0; i < quarter; i++)
         sk_cache_free(cache, row[i]);
     return NULL;
@@ -66,7 +52,7 @@ static void *consumer(void *arg)
 static void *allocating(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_or_bail(cpu_b);
     /* Past what the consumer left on this CPU's array: a refill. */
     for (int i = 0; i <= quarter; i++)
         if (!(mine[i] = sk_cache_alloc(cache)))
@@ -84,10 +70,7 @@ int main(void)
     if (!first_two_cpus(&cpu_a, &cpu_b))
         skip_all("needs two CPUs");
     plan(5);
-    bool slub = sk_option("allocator") == 0;
-    bool home = sk_option("remote_free") == 1 && __rseq_size >= 20 && slub;
-    diag("remote_free=%ld, rseq %s, %s: frees on CPU %d %s", sk_option("remote_free"),
-         __rseq_size >= 20 ? "on" : "off", slub ? "SLUB" : "SLAB", cpu_b, home ? "go home" : "stay on that CPU");
+    bool home = frees_go_home(cpu_b);
 
     cache = sk_cache_create("home-test", OBJ, 0, 0, NULL);
     if (!cache)
@@ -101,7 +84,7 @@ int main(void)
         n = MAXN;
     quarter = n / 4;
     diag("%u objects a slab of %u pages: %d allocated on CPU %d", ci.objs_per_slab, 1u << ci.order, n, cpu_a);
-    pin(cpu_a);
+    pin_or_bail(cpu_a);
     for (int i = 0; i < n; i++)
         if (!(row[i] = sk_cache_alloc(cache)))
             BAIL("sk_cache_alloc failed");
