@@ -29,14 +29,14 @@
  *  - not frozen, freelist != NULL: on its node's partial list.  Changing
  *    list membership of such a slab needs list_lock.
  *  - not frozen, freelist == NULL: full, on no list.  The first free into a
- *    full slab freezes it in the same cmpxchg and puts it on its home
- *    CPU's partial list (counters.owner, which outlives the freeze in
- *    caches whose frees go home; else the freeing CPU's), or, with
- *    cpu_partial=0, on the node list under list_lock, unless that one
- *    free empties it (a chain of all its objects) while the node keeps
- *    min_partial empty slabs: then no one else can reach it and it is
- *    discarded at once.  A CPU's partial list is taken under its
- *    slab_cpu lock, so another CPU may put a slab on it.
+ *    full slab freezes it in the same cmpxchg and puts it on the freeing
+ *    CPU's partial list, if the slab is at home there or has no home
+ *    (counters.owner, which outlives the freeze in caches whose frees go
+ *    home); else (a free that went home), or with cpu_partial=0, it goes
+ *    on the node list under list_lock, where its home's next refill looks
+ *    first.  Unless that one free empties it (a chain of all its objects)
+ *    while the node keeps min_partial empty slabs: then no one else can
+ *    reach it and it is discarded at once.
  *  - counters.owner, the home: set by each freeze (a new slab, one taken
  *    from the node list), kept by the unfreezes; SLAB_NO_OWNER where
  *    frees do not go home, and once a CPU slab is deactivated.
@@ -389,9 +389,9 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
 
 /* A slab that just became partial joins this CPU's partial list.  Returns
  * the number of empty slabs given back when the list overflowed. */
-static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg, int cpu)
+static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
 {
-    struct slab_cpu *sc = slab_cpu_mark(c, cpu);
+    struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
     pg->slab.next = sc->partial;
@@ -437,11 +437,16 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
         whole = !was_frozen && !locked && !prior && new.inuse == 0 &&
                 __atomic_load_n(&n->nr_partial, __ATOMIC_RELAXED) >= c->min_partial;
         if (!was_frozen && !locked && !whole) {
-            if (!prior && c->cpu_partial) {
-                new.frozen = 1;               /* full -> its home's partial list */
-                if (old.owner == SLAB_NO_OWNER)
-                    new.owner = slab_owner_here(c);
+            uint8_t here = slab_owner_here(c);
+            if (!prior && c->cpu_partial && (old.owner == SLAB_NO_OWNER || old.owner == here)) {
+                new.frozen = 1;               /* full -> this CPU's partial list */
+                new.owner = here;
             } else if (!prior || new.inuse == 0) {
+                /* Full and at home on another CPU (a free that went
+                 * home): the node list, where its home's next refill
+                 * looks first (node_partial_home), rather than that
+                 * CPU's partial list under its lock, which its own
+                 * refills hold. */
                 lock_acquire(&n->list_lock);  /* list membership changes */
                 locked = true;
                 continue;
@@ -457,8 +462,7 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
     if (new.owner != old.owner)
         slab_mirror_owner(c, pg, new.owner);
     if (!locked)
-        return new.frozen && !was_frozen ?
-                   put_cpu_partial(c, pg, new.owner != SLAB_NO_OWNER ? new.owner : slab_cpu_id()) : 0;
+        return new.frozen && !was_frozen ? put_cpu_partial(c, pg) : 0;
     if (was_frozen) {
         lock_release(&n->list_lock);
         return 0;
@@ -754,19 +758,22 @@ void slab_free_slow(struct slab_cache *c, void *obj)
 /* slab.h: a free on the wrong CPU (marker already set) goes home. */
 void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj)
 {
-    if (c->size >= CACHE_LINE && !__atomic_load_n(&slab_cpu_of(c, slab_cpu_id())->allocating, __ATOMIC_RELAXED)) {
+    struct sk_page *head = pg->slab.head;
+    if (!__atomic_load_n(&slab_cpu_of(c, slab_cpu_id())->allocating, __ATOMIC_RELAXED) &&
+        (c->size >= CACHE_LINE || !((union slab_counters){ .v = slab_counters(head) }).frozen)) {
         /* This CPU only frees objects of c: nothing of it is handed out
-         * here, so its array passes the object on with a batch.  Not an
-         * object smaller than a line: one that came back here would be
-         * handed out next to the other CPU's live neighbours the moment
-         * this CPU allocates (passive false sharing, cache_scratch). */
+         * here, so its array passes the object on with a batch (the
+         * barn), as a consumer's should.  Not an object smaller than a
+         * line of a slab still frozen to its home, whose neighbours that
+         * CPU is handing out now: were this CPU to allocate, it would get
+         * it back among them (passive false sharing, cache_scratch). */
         if (!cpu_push_fast(slab_arrays(c), obj))
             slab_free_slow(c, obj);
         return;
     }
     stat(c, SK_FREE_SLOWPATH);   /* SLUB's __slab_free: a slow-path free */
     stat(c, SK_FREE_REMOTE);
-    slab_free_chain(c, pg->slab.head, obj, obj, 1);
+    slab_free_chain(c, head, obj, obj, 1);
 }
 
 /* slab.h: an object its program outgrew goes back to its slab. */

@@ -574,10 +574,11 @@ static inline void slab_free_sized(struct slab_cache *c, void *p, const char *ca
 /* A free on a CPU other than its slab's home: straight back to the slab's
  * freelist (SLUB's __slab_free), not into this CPU's array, so this CPU
  * does not hand the object out again (passive false sharing, and lines
- * last written by the other CPU); a full slab it makes partial joins its
- * home's partial list.  pg is any page of the slab.  An object of a line
- * or more freed on a CPU that allocates nothing of c takes the array
- * path instead (slab_cpu.allocating). */
+ * last written by the other CPU); a full slab it makes partial goes on the
+ * node list, where its home's refills look first.  pg is any page of the
+ * slab.  A CPU that allocates nothing of c (slab_cpu.allocating) takes
+ * the array path instead, but for an object smaller than a line of a slab
+ * still frozen to its home. */
 void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj);
 
 /* A checked live object of c (SLUB mode), of the slab whose head page is
