@@ -758,22 +758,9 @@ void slab_free_slow(struct slab_cache *c, void *obj)
 /* slab.h: a free on the wrong CPU (marker already set) goes home. */
 void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj)
 {
-    struct sk_page *head = pg->slab.head;
-    if (!__atomic_load_n(&slab_cpu_of(c, slab_cpu_id())->allocating, __ATOMIC_RELAXED) &&
-        (c->size >= CACHE_LINE || !((union slab_counters){ .v = slab_counters(head) }).frozen)) {
-        /* This CPU only frees objects of c: nothing of it is handed out
-         * here, so its array passes the object on with a batch (the
-         * barn), as a consumer's should.  Not an object smaller than a
-         * line of a slab still frozen to its home, whose neighbours that
-         * CPU is handing out now: were this CPU to allocate, it would get
-         * it back among them (passive false sharing, cache_scratch). */
-        if (!cpu_push_fast(slab_arrays(c), obj))
-            slab_free_slow(c, obj);
-        return;
-    }
     stat(c, SK_FREE_SLOWPATH);   /* SLUB's __slab_free: a slow-path free */
     stat(c, SK_FREE_REMOTE);
-    slab_free_chain(c, head, obj, obj, 1);
+    slab_free_chain(c, pg->slab.head, obj, obj, 1);
 }
 
 /* slab.h: an object its program outgrew goes back to its slab. */

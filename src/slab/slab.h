@@ -581,6 +581,25 @@ static inline void slab_free_sized(struct slab_cache *c, void *p, const char *ca
  * still frozen to its home. */
 void slab_free_remote(struct slab_cache *c, struct sk_page *pg, void *obj);
 
+/* A free that would go home stays on this CPU's array instead: this CPU
+ * allocates nothing of c (a consumer: slab_cpu.allocating is 0), so its
+ * array passes the object on in a batch (the barn), as a consumer's
+ * should; but not an object smaller than a line of a slab still frozen
+ * to its home, whose neighbours that CPU is handing out now (passive
+ * false sharing, were this CPU to allocate).  Inline: every free of a
+ * consumer asks. */
+static inline bool slab_free_keeps(const struct slab_cache *c, const struct sk_page *pg, uint8_t cpu)
+{
+    if (unlikely(cpu >= cpu_nr_ids))
+        return true;    /* no rseq here (registration failed: id -2): the fallback's array */
+    if (__atomic_load_n(&slab_cpu_of(c, cpu)->allocating, __ATOMIC_RELAXED))
+        return false;
+    if (c->size >= CACHE_LINE)
+        return true;
+    union slab_counters head = { .v = __atomic_load_n(&pg->slab.head->slab.counters, __ATOMIC_RELAXED) };
+    return !head.frozen;
+}
+
 /* A checked live object of c (SLUB mode), of the slab whose head page is
  * `head`, that realloc moved to a larger class: back to the slab's
  * freelist, not into this CPU's array, where it would wait for the next
@@ -609,14 +628,15 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
      * every free about 1 ns (a pair loop of 64 B-8 KiB objects).  A racy
      * look: a slab whose home changed meanwhile only makes the choice of
      * path stale, and both paths are right for any slab state.  A thread
-     * without rseq reads an id that is no CPU's (0xff) and never goes
-     * home: it has no CPU to be away from. */
+     * without rseq reads an id that is no CPU's (-1, or -2 when its
+     * registration failed) and never goes home: it has no CPU to be away
+     * from. */
     union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
     uint8_t cpu = (uint8_t)cpu_rseq_area()->cpu_id;
     unsigned other = (uint8_t)(cnt.owner ^ cpu);
     unsigned owned = (uint8_t)(cnt.owner + 1) & c->remote_free;    /* 0: SLAB_NO_OWNER, or off */
     unsigned here = (uint8_t)(cpu + 1);                             /* 0: no rseq here */
-    if (unlikely(other * owned * here != 0)) {
+    if (unlikely(other * owned * here != 0) && !slab_free_keeps(c, pg, cpu)) {
         slab_free_remote(c, pg, obj);
         return;
     }
