@@ -304,8 +304,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * work that move between CPUs (larson's rounds) would otherwise leave
      * each CPU's objects scattered among the other's for good, and their
      * lines and their neighbours' going back and forth.  A CPU that only
-     * frees objects of a line or more keeps them on its array, for the
-     * barn (slab_free_remote).
+     * frees keeps them on its array, for the barn (slab_free_keeps).
      * Only where frees take SLUB's array path at all: caches whose every
      * free must reach the slow path (sheaves=0, slub_debug, memcheck or
      * ASan watching) have arrays of capacity 0. */

@@ -594,8 +594,6 @@ void *slab_alloc_slow(struct slab_cache *c)
     void *buf[SLAB_BATCH_MAX];
     int cpu = slab_cpu_id();
     struct slab_cpu *sc = slab_cpu_mark(c, cpu);
-    if (!__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED))
-        __atomic_store_n(&sc->refilled, 1, __ATOMIC_RELAXED);
     if (__atomic_load_n(&sc->allocating, __ATOMIC_RELAXED) != SLAB_ALLOCATING)
         __atomic_store_n(&sc->allocating, SLAB_ALLOCATING, __ATOMIC_RELAXED);
     unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
@@ -727,8 +725,7 @@ void slab_free_slow(struct slab_cache *c, void *obj)
     uint32_t alloc = __atomic_load_n(&sc->allocating, __ATOMIC_RELAXED);
     if (alloc)
         __atomic_store_n(&sc->allocating, alloc - 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&sc->refilled, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&sc->refilled, 0, __ATOMIC_RELAXED);
+    if (alloc == SLAB_ALLOCATING) {
         if (cap < c->array_max) {
             cap = cap * 2 < c->array_max ? cap * 2 : c->array_max;
             cpu_array_grow(slab_arrays(c), cap);

@@ -72,15 +72,14 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
      * moved into / out of arrays in batches, and single pops / pushes
      * made by the slow paths. */
     unsigned long batch_in, batch_out, slow_pops, slow_pushes;
-    /* A refill ran on this CPU since its last flush (atomic, a hint): a
-     * flush then means the array went from empty to full and back, and
-     * its capacity grows (slab_free_slow). */
-    uint32_t refilled;
-    /* This CPU allocates from the cache, too (atomic, a hint): set by
-     * each refill, counted down by each flush.  A free of an object whose
-     * slab is at home on another CPU goes home only while it is set
-     * (slab_free_remote): a CPU that only frees (a consumer) passes its
-     * objects on in batches instead (the barn). */
+    /* Flushes since this CPU's last refill, counted down from
+     * SLAB_ALLOCATING (atomic, a hint): a refill sets it, each flush takes
+     * one off.  Still SLAB_ALLOCATING at a flush: a refill ran since the
+     * last flush, so the array went from empty to full and back, and its
+     * capacity grows (slab_free_slow).  Not 0: this CPU allocates from the
+     * cache too, so a free of an object at home on another CPU goes home;
+     * 0, a CPU that only frees (a consumer) keeps it on its array, for the
+     * barn (slab_free_keeps). */
     uint32_t allocating;
 } __attribute__((aligned(CACHE_LINE)));
 
@@ -103,7 +102,7 @@ struct slab_barn {
 };
 #define SLAB_BARN_MAX 512         /* objects: 16 batches of 32 */
 #define SLAB_BARN_BYTES (32 << 10) /* of objects, at most */
-#define SLAB_ALLOCATING 8          /* flushes a refill keeps slab_cpu.allocating set */
+#define SLAB_ALLOCATING 8          /* flushes a refill keeps slab_cpu.allocating non-zero */
 
 struct slab_node {
     lock_t list_lock;             /* partial list and nr_partial */
