@@ -367,7 +367,8 @@ static struct zone *zone_here(void)
  * per 4 KiB (larson, 4 threads: 7% less time).  The steps that join are
  * powers of two, so from 4 MiB on each is whole huge pages. */
 #define FRONTIER_HUGE_FROM ((size_t)(4 << 20) >> SK_PAGE_SHIFT)
-#define HUGE_PAGES (HUGE_PAGE_SIZE >> SK_PAGE_SHIFT)
+/* The order of a whole huge page. */
+#define HUGE_ORDER (HUGE_PAGE_SHIFT - SK_PAGE_SHIFT)
 
 /* The frontier slice's pages up to `end` join the zone (advised first:
  * no page of the step is touched before). */
@@ -375,7 +376,7 @@ static void zone_frontier_join(struct zone *z, size_t end)
 {
     size_t from = z->frontier_next > FRONTIER_HUGE_FROM ? z->frontier_next : FRONTIER_HUGE_FROM;
     if (sk_opt.huge_slices && end > from)
-        vm_slice_advise_huge(z->frontier, SK_ALIGN_DOWN(from, HUGE_PAGES), end);
+        vm_slice_advise_huge(z->frontier, SK_ALIGN_DOWN(from, (size_t)1 << HUGE_ORDER), end);
     lock_acquire(&z->lock);
     zone_add_range(z, z->frontier, z->frontier_next, end, true);
     z->frontier_next = end;
@@ -466,10 +467,18 @@ out:
 /* ---- reclaim: aging and returning memory ---- */
 
 #define RECLAIM_BATCH 32
-/* Blocks of a huge slice smaller than this are not purged (they would
- * split a huge page); how many such blocks one list walk steps over. */
-#define HUGE_ORDER (HUGE_PAGE_SHIFT - SK_PAGE_SHIFT)
+/* Blocks of a huge slice smaller than HUGE_ORDER are not purged (they
+ * would split a huge page); how many such blocks one list walk steps
+ * over. */
 #define RECLAIM_SKIP 64
+
+/* Whether pg's memory is advised onto huge pages: a huge slice, or the
+ * upper part of a grown frontier slice. */
+static bool page_huge(const struct sk_page *pg)
+{
+    const struct vm_slice *s = page_slice(pg);
+    return s->huge || (s->huge_from && page_index(pg) >= s->huge_from);
+}
 
 /* Purge up to RECLAIM_BATCH of the oldest dirty blocks that are older than
  * `age_ms` (or any, while dirty pages exceed `keep`).  In a huge-page slice
@@ -483,14 +492,6 @@ out:
 /* The oldest dirty block of order o that may be purged (in a huge-page
  * slice only whole huge pages: smaller blocks there are stepped over, up
  * to RECLAIM_SKIP of them), or NULL. */
-/* Whether pg's memory is advised onto huge pages: a huge slice, or the
- * upper part of a grown frontier slice. */
-static bool page_huge(const struct sk_page *pg)
-{
-    const struct vm_slice *s = page_slice(pg);
-    return s->huge || (s->huge_from && page_index(pg) >= s->huge_from);
-}
-
 static struct sk_page *reclaim_candidate(struct zone *z, int o)
 {
     unsigned skipped = 0;
