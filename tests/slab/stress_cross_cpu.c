@@ -24,7 +24,11 @@
  * cpu_partial=0 no slab ever went to a CPU partial list (and with the
  * default some did); with barn=0 no batch went through the node's barn;
  * the barn is empty after shrink; the idle-cache reaper ran meanwhile
- * (shrinking kmalloc classes that went idle while the heap grew).
+ * (shrinking kmalloc classes that went idle while the heap grew); with
+ * rseq, cross-CPU frees went home both to one-page slabs (24 bytes) and
+ * to the 1000-byte cache's four-page ones, whose home the free path reads
+ * from tail pages (none without rseq), so the checks above ran over
+ * those paths racing the homes' refills and the shrinker.
  *
  * tests/variants/slab_options.t reruns it with cpu_partial=0, with rseq off
  * (GLIBC_TUNABLES=glibc.pthread.rseq=0) and both; mutex_spin.t with
@@ -504,7 +508,8 @@ int main(int argc, char **argv)
     is(consumed, produced, "every object produced was consumed");
     is(live_count(), 0, "no object left in the live set");
 
-    unsigned long cpu_partial_events = 0, barn_puts = 0, barn_gets = 0, small_remote = 0;
+    unsigned long cpu_partial_events = 0, barn_puts = 0, barn_gets = 0, small_remote = 0, hw_remote = 0;
+    unsigned hw_order = 0;
     for (int k = 0; k < 3; k++) {
         const char *name = cache_names[k];
         struct sk_cache_info info;
@@ -524,6 +529,10 @@ int main(int argc, char **argv)
         cpu_partial_events += info.stat[SK_CPU_PARTIAL_FREE] + info.stat[SK_CPU_PARTIAL_ALLOC];
         if (k == K_SMALL)
             small_remote = info.stat[SK_FREE_REMOTE];
+        if (k == K_HW) {
+            hw_remote = info.stat[SK_FREE_REMOTE];
+            hw_order = info.order;
+        }
         diag("%s: alloc fast %lu slow %lu, free fast %lu slow %lu, cpu partial free %lu alloc %lu drain %lu, "
              "node partial free %lu alloc %lu, remote drains %lu, cmpxchg retries %lu", name,
              info.stat[SK_ALLOC_FASTPATH], info.stat[SK_ALLOC_SLOWPATH], info.stat[SK_FREE_FASTPATH],
@@ -546,11 +555,19 @@ int main(int argc, char **argv)
      * goes home to the slab its producer's CPU holds (slab_free_at's
      * remote free, a cmpxchg16b racing that CPU's own refills), so the
      * checks above ran over that path too. */
-    if (remote_on && ncpu >= 2)
+    /* The 1000-byte cache's slabs span several pages: its home-going
+     * frees read the home from tail pages (slab_mirror_owner's copies,
+     * rewritten as slabs change home under these frees), and a full slab
+     * one of them reopens goes on the node list while its home refills. */
+    if (remote_on && ncpu >= 2) {
         ok(small_remote > 0, "%s: cross-CPU frees went home to their slabs (%lu remote frees)",
            cache_names[K_SMALL], small_remote);
-    else
+        ok(hw_remote > 0 && hw_order > 0, "%s: and to slabs of %u pages (%lu remote frees)", cache_names[K_HW],
+           1u << hw_order, hw_remote);
+    } else {
         is(small_remote, 0, "%s: no remote free (remote_free=0, rseq off or one CPU)", cache_names[K_SMALL]);
+        is(hw_remote, 0, "%s: none either", cache_names[K_HW]);
+    }
     if (barn == 0)
         is(barn_puts + barn_gets, 0, "barn=0: no batch went through the barn");
     else
