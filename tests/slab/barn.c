@@ -111,9 +111,7 @@ static void *alone(void *arg)
     static void *v[20000];
     (void)arg;
     pin_or_bail(cpu_a);
-    for (int i = 0; i < 20000; i++)
-        if (!(v[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, v, 20000);
     for (int i = 0; i < 20000; i++)
         sk_cache_free(cache, v[i]);
     return NULL;
@@ -125,9 +123,7 @@ int main(void)
         skip_all("needs two CPUs");
     plan(9);
     long barn_on = sk_option("barn");
-    cache = sk_cache_create("barn-test", OBJ, 0, 0, NULL);
-    if (!cache)
-        BAIL("sk_cache_create failed");
+    cache = cache_or_bail("barn-test", OBJ);
     struct sk_cache_info i0 = info();
     if (barn_on)
         ok(i0.barn_capacity > 0 && i0.barn_capacity % i0.batch == 0,

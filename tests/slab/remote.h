@@ -1,8 +1,9 @@
 /*
  * remote.h — for the tests of frees on another CPU than the allocating
- * one (barn, remote_free, remote_home): pin the calling thread or bail
- * out, read one event counter of a cache by name, and say whether frees
- * go home here (remote_free=1, rseq registered, SLUB), with a diag line.
+ * one (barn, remote_free, remote_home): pin the calling thread, create a
+ * cache and allocate from it, or bail out; read one event counter of a
+ * cache by name; say whether frees go home here (remote_free=1, rseq
+ * registered, SLUB), with a diag line.
  */
 #ifndef SK_TEST_SLAB_REMOTE_H
 #define SK_TEST_SLAB_REMOTE_H
@@ -17,6 +18,22 @@ static inline void pin_or_bail(int cpu)
 {
     if (pin_thread(cpu) != 0)
         BAIL("cannot pin a thread to CPU %d", cpu);
+}
+
+static inline sk_cache_t *cache_or_bail(const char *name, size_t size)
+{
+    sk_cache_t *c = sk_cache_create(name, size, 0, 0, NULL);
+    if (!c)
+        BAIL("sk_cache_create(%s) failed", name);
+    return c;
+}
+
+/* n objects of c into objs[]. */
+static inline void alloc_or_bail(sk_cache_t *c, void **objs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(objs[i] = sk_cache_alloc(c)))
+            BAIL("sk_cache_alloc failed");
 }
 
 static inline unsigned long cache_stat(const char *name, enum sk_stat_item item)

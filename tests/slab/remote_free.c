@@ -48,9 +48,7 @@ static void *other_cpu(void *arg)
     pin_or_bail(cpu_b);
     for (int i = 1; i < ROW; i += 2)
         sk_cache_free(cache, row[i]);
-    for (int i = 0; i < ROW; i++)
-        if (!(got[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, got, ROW);
     return NULL;
 }
 
@@ -62,13 +60,9 @@ int main(void)
     /* Home-going frees need rseq (the CPU id to compare) and the option. */
     bool home = frees_go_home(cpu_b);
 
-    cache = sk_cache_create("remote-test", OBJ, 0, 0, NULL);
-    if (!cache)
-        BAIL("sk_cache_create failed");
+    cache = cache_or_bail("remote-test", OBJ);
     pin_or_bail(cpu_a);
-    for (int i = 0; i < ROW; i++)
-        if (!(row[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, row, ROW);
     unsigned long r0 = remote_frees();
 
     pthread_t t;

@@ -54,14 +54,10 @@ static void *allocating(void *arg)
     (void)arg;
     pin_or_bail(cpu_b);
     /* Past what the consumer left on this CPU's array: a refill. */
-    for (int i = 0; i <= quarter; i++)
-        if (!(mine[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, mine, quarter + 1);
     for (int i = quarter; i < 2 * quarter; i++)
         sk_cache_free(cache, row[i]);
-    for (int i = 0; i < quarter; i++)
-        if (!(got[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, got, quarter);
     return NULL;
 }
 
@@ -72,9 +68,7 @@ int main(void)
     plan(5);
     bool home = frees_go_home(cpu_b);
 
-    cache = sk_cache_create("home-test", OBJ, 0, 0, NULL);
-    if (!cache)
-        BAIL("sk_cache_create failed");
+    cache = cache_or_bail("home-test", OBJ);
     struct sk_cache_info ci;
     sk_cache_info("home-test", &ci);
     n = 2 * (int)ci.objs_per_slab;
@@ -85,9 +79,7 @@ int main(void)
     quarter = n / 4;
     diag("%u objects a slab of %u pages: %d allocated on CPU %d", ci.objs_per_slab, 1u << ci.order, n, cpu_a);
     pin_or_bail(cpu_a);
-    for (int i = 0; i < n; i++)
-        if (!(row[i] = sk_cache_alloc(cache)))
-            BAIL("sk_cache_alloc failed");
+    alloc_or_bail(cache, row, n);
 
     pthread_t t;
     unsigned long r0 = remote_frees();
