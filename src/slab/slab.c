@@ -294,21 +294,20 @@ static void *freeze_slab(struct slab_cache *c, struct sk_page *pg, bool take)
 /* Slabs of the node list a refill looks at for one at home here. */
 #define NODE_HOME_SCAN 64
 
-/* The first of the node list's first NODE_HOME_SCAN slabs whose home is
- * `here`, else the list's head (list_lock held).  A slab taken by another
- * CPU changes home with objects of its old home still live in it, and
- * those then go home to the new one one by one: the two CPUs' objects
+/* The first of the node list's first NODE_HOME_SCAN slabs at home `here`
+ * or of no home, else NULL (list_lock held).  A slab taken by another CPU
+ * changes home with objects of its old home still live in it, and those
+ * then go home to the new one one by one: the two CPUs' objects
  * interleave again.  mimalloc never gives a page away while its thread
  * lives; this only prefers. */
-static struct sk_page *node_partial_home(struct sk_page *head, uint8_t here)
+static struct sk_page *node_partial_home(struct sk_page *pg, uint8_t here)
 {
-    struct sk_page *pg = head;
     for (unsigned i = 0; pg && i < NODE_HOME_SCAN; i++, pg = pg->slab.next) {
         union slab_counters cnt = { .v = slab_counters(pg) };
-        if (cnt.owner == here)
+        if (cnt.owner == here || cnt.owner == SLAB_NO_OWNER)
             return pg;
     }
-    return head;
+    return NULL;
 }
 
 /* Get a slab from the node partial list, and (cpu partial on) stock this
@@ -324,14 +323,11 @@ struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc,
     while (n->partial) {
         struct sk_page *pg = n->partial;
         if (here != SLAB_NO_OWNER) {
-            pg = node_partial_home(pg, here);
-            /* Stock only slabs at home here (or of no home): another
-             * CPU's would change home for nothing but a spare. */
-            if (got && pg == n->partial) {
-                union slab_counters cnt = { .v = slab_counters(pg) };
-                if (cnt.owner != here && cnt.owner != SLAB_NO_OWNER)
-                    break;
-            }
+            struct sk_page *home = node_partial_home(pg, here);
+            if (home)
+                pg = home;
+            else if (got)
+                break;   /* stock no other CPU's slab: it would change home for a spare */
         }
         slab_remove_partial(n, pg);
         if (!got) {
