@@ -128,9 +128,23 @@ static void *map_aligned(size_t size, size_t align, int prot)
     return a;
 }
 
-void *os_reserve(size_t size, size_t align) { return map_aligned(size, align, PROT_NONE); }
-void *os_map(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE); }
-void *os_map_fixed(void *at, size_t size) { return map_at(at, size, PROT_READ | PROT_WRITE); }
+/* Each leaves errno as it was when it succeeds: the tries before it
+ * (EEXIST from an address taken) are no business of the caller's. */
+void *os_reserve(size_t size, size_t align)
+{
+    int saved = errno;
+    return os_errno_restore(map_aligned(size, align, PROT_NONE), saved);
+}
+void *os_map(size_t size, size_t align)
+{
+    int saved = errno;
+    return os_errno_restore(map_aligned(size, align, PROT_READ | PROT_WRITE), saved);
+}
+void *os_map_fixed(void *at, size_t size)
+{
+    int saved = errno;
+    return os_errno_restore(map_at(at, size, PROT_READ | PROT_WRITE), saved);
+}
 
 size_t os_limit_bytes(void)
 {

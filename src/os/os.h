@@ -11,6 +11,7 @@
 #ifndef SK_OS_H
 #define SK_OS_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +46,17 @@
 #define SK_ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
 #define SK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* errno across a call that succeeded: what the caller had.  The allocator
+ * retries internally (a mapping refused at one address, placed at the
+ * next; a file of /sys that is not there), and a malloc that worked must
+ * not show that (glibc leaves errno alone on success).  Save at a slow
+ * path's entry, restore when it returns a result. */
+static inline void *os_errno_restore(void *result, int saved)
+{
+    if (result)
+        errno = saved;
+    return result;
+}
 #ifdef SK_DEBUG
 #define SK_ASSERT(c) do { if (!(c)) os_fatal("assertion failed: %s (%s:%d)", #c, __FILE__, __LINE__); } while (0)
 #else

@@ -1968,13 +1968,14 @@ void page_atfork_child(void)
 
 void *sk_alloc_pages(unsigned order)
 {
+    int saved = errno;
     if (page_init() != 0)
         return NULL;
     struct sk_page *pg = page_alloc(order);
     if (!pg && order <= SK_MAX_ORDER && page_release_free(true))
         pg = page_alloc(order);   /* the other zone's free slices, given back */
     page_purger_poll();
-    return pg ? page_address(pg) : NULL;
+    return os_errno_restore(pg ? page_address(pg) : NULL, saved);
 }
 
 void sk_free_pages(void *block, unsigned order)

@@ -515,6 +515,7 @@ void slab_bad_free(const char *what, const char *call, const void *p, const stru
 
 sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigned flags, void (*ctor)(void *))
 {
+    int saved = errno;
     if (slab_init() != 0)
         return NULL;
     if (!name || size == 0 || size > (SK_PAGE_SIZE << SLAB_MAX_ORDER) / 2 ||
@@ -522,7 +523,7 @@ sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigne
         errno = EINVAL;
         return NULL;
     }
-    return (sk_cache_t *)slab_cache_create(name, size, align, flags, ctor, false);
+    return os_errno_restore(slab_cache_create(name, size, align, flags, ctor, false), saved);
 }
 
 void *sk_cache_alloc(sk_cache_t *cache)

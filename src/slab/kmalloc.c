@@ -310,7 +310,9 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
     /* Above the classes, sk_malloc and malloc_inline have tried this CPU's
      * page lists already (kmalloc_large_fast), as they try a class's
      * array: what follows (the polls, a refill or a cut) runs when those
-     * had nothing.  Before init the lists are always-empty ones. */
+     * had nothing.  Before init the lists are always-empty ones.  errno
+     * is the caller's again when this succeeds (os_errno_restore). */
+    int saved = errno;
     if (unlikely(slab_init() != 0))
         return NULL;
     page_purger_poll();   /* no lock held here: the purger may start, */
@@ -318,14 +320,14 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
     if (unlikely(sk_opt.kfence)) {
         void *k = kfence_poll(size);   /* armed: this one is sampled */
         if (k)
-            return k;
+            return os_errno_restore(k, saved);
     }
     void *p = kmalloc_any(size);
     if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS)) {
         slab_release_all();
         p = kmalloc_any(size);
     }
-    return p;
+    return os_errno_restore(p, saved);
 }
 
 void *sk_malloc(size_t size)
@@ -477,7 +479,7 @@ static void *kmalloc_large_grow(size_t size)
     return pg ? page_address(pg) : NULL;
 }
 
-void *sk_realloc(void *p, size_t size)
+static void *realloc_any(void *p, size_t size)
 {
     if (!p)
         return sk_malloc(size);
@@ -536,9 +538,15 @@ void *sk_realloc(void *p, size_t size)
     return q;
 }
 
+void *sk_realloc(void *p, size_t size)
+{
+    int saved = errno;    /* a block resized in place may map, and retry */
+    return os_errno_restore(realloc_any(p, size), saved);
+}
+
 static void *aligned_any(size_t align, size_t size);
 
-void *sk_aligned_alloc(size_t align, size_t size)
+static void *aligned_alloc_any(size_t align, size_t size)
 {
     if (align == 0 || (align & (align - 1))) {
         errno = EINVAL;
@@ -554,6 +562,12 @@ void *sk_aligned_alloc(size_t align, size_t size)
         p = aligned_any(align, size);
     }
     return p;
+}
+
+void *sk_aligned_alloc(size_t align, size_t size)
+{
+    int saved = errno;
+    return os_errno_restore(aligned_alloc_any(align, size), saved);
 }
 
 /* The class aligned_alloc(align > 16, size) uses (after init): one whose

@@ -568,7 +568,16 @@ static inline unsigned array_batch(unsigned cap)
     return b < SLAB_BATCH_MAX ? b : SLAB_BATCH_MAX;
 }
 
+static void *slab_alloc_refill(struct slab_cache *c);
+
+/* errno is the caller's again when the slow path finds an object. */
 void *slab_alloc_slow(struct slab_cache *c)
+{
+    int saved = errno;
+    return os_errno_restore(slab_alloc_refill(c), saved);
+}
+
+static void *slab_alloc_refill(struct slab_cache *c)
 {
     slab_mark_used(c);              /* every mode's slow path: the first
                                      * allocation of a cache comes here */

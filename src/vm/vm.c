@@ -677,8 +677,9 @@ void *sk_vm_map(size_t size, size_t page_size)
     }
     if (psize == VM_PSIZE_HUGE && page_size && os_thp_mode() == OS_THP_NEVER)
         vm_say_no_thp();
+    int saved = errno;
     struct vm_slice *s = run_new(VM_SLICE_USER, psize, (uint32_t)(span >> SLICE_SHIFT), VM_DESC_SIZE);
-    return s ? (void *)s->base : NULL;
+    return os_errno_restore(s ? (void *)s->base : NULL, saved);
 inval:
     errno = EINVAL;
     return NULL;
