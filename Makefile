@@ -95,7 +95,7 @@ ASAN_BIN     := $(ASAN_TESTS:tests/%.c=$(B)/asan/tests/%)
 .PHONY: all lib tools test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack
 all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) tools
 
-lib: $(B)/libslabkit.so $(B)/libslabkit.a $(B)/slabkit.pc
+lib: $(B)/libslabkit.so $(B)/libslabkit.a $(B)/libslabkit_internal.a $(B)/slabkit.pc
 tools: $(TOOL_BIN) $(B)/slabkit
 
 $(B)/obj/%.o: %.c $(LIB_HDR)
@@ -114,7 +114,19 @@ $(B)/$(SONAME): $(B)/libslabkit.so.$(VERSION)
 $(B)/libslabkit.so: $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
+# The static library exports only the API, as the shared one does: its
+# objects are linked into one relocatable object whose hidden symbols
+# (everything not SK_API: cpu_init, page_alloc, ...) are then made local,
+# so a program may define a function of any such name and still link it.
+# The tests, benchmarks and tools call layer-internal functions: they link
+# libslabkit_internal.a, the objects as they are.
 $(B)/libslabkit.a: $(LIB_OBJ)
+	@rm -f $@ $(B)/obj/slabkit.o
+	$(CC) -r -nostdlib -o $(B)/obj/slabkit.o $(LIB_OBJ)
+	objcopy --localize-hidden $(B)/obj/slabkit.o
+	ar rcs $@ $(B)/obj/slabkit.o
+
+$(B)/libslabkit_internal.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
@@ -132,17 +144,17 @@ $(B)/slabkit: tools/slabkit.sh
 # reports name their functions.
 $(B)/tests/malloc/kfence: TEST_LDFLAGS := -rdynamic
 $(B)/tests/malloc/slub_debug: TEST_LDFLAGS := -rdynamic
-$(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit.a
+$(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit_internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit.a -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
+	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit_internal.a -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -fsized-deallocation -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<
 
-$(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit.a
+$(B)/bench/%: bench/%.c bench/bench.h $(B)/libslabkit_internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Ibench -o $@ $< $(B)/libslabkit.a -lm
+	$(CC) $(PROGCFLAGS) -Ibench -o $@ $< $(B)/libslabkit_internal.a -lm
 
 $(B)/bench/workloads/%: bench/workloads/%.c bench/bench.h $(wildcard bench/workloads/*.h)
 	@mkdir -p $(dir $@)
@@ -153,9 +165,9 @@ $(B)/tools/obj/%.o: tools/%.c $(TOOL_HDR) $(LIB_HDR)
 	$(CC) $(PROGCFLAGS) -Itools -c $< -o $@
 
 # -rdynamic: slabinfo's alloc_calls (debug=U) name the tool's own functions.
-$(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit.a
+$(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit_internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -rdynamic -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit.a
+	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -rdynamic -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit_internal.a
 
 $(B)/tsan/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)

@@ -283,7 +283,7 @@ EOF
     PIDS="$PIDS $opid"
     wait_for other.ready ready
     if $CC -std=gnu11 -O2 -pthread -Iother -I"$ROOT/include" -I"$ROOT/src" -I"$ROOT/tools" -o other_slabinfo \
-        "$ROOT/tools/slabinfo.c" "$ROOT"/tools/inspect/*.c "$B/libslabkit.a" 2>cc3.err; then
+        "$ROOT/tools/slabinfo.c" "$ROOT"/tools/inspect/*.c "$B/libslabkit_internal.a" 2>cc3.err; then
         ./other_slabinfo -p "$opid" >other.out 2>other.err
         rc=$?
         ver=$(sed -n 's/^#define SK_INSPECT_VERSION \([0-9]*\)u.*/\1/p' "$ROOT/src/slab/inspect.h")
