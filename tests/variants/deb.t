@@ -5,7 +5,9 @@
 # should: the soname file and link in libslabkit0; the header, the
 # development link, the static library, the pkg-config file and
 # slabkit(3) in -dev; the wrapper, slabkit-slabinfo, slabkit-slabtop, their pages and
-# slabkit(7) in -tools.  Skipped where dpkg-buildpackage, debhelper or
+# slabkit(7) in -tools; dpkg-gensymbols warns of nothing (debian/rules
+# makes a difference fatal too), and libslabkit0.symbols lists exactly what
+# the built library exports.  Skipped where dpkg-buildpackage, debhelper or
 # lintian is not installed (.ci/run installs them).
 set -u
 . "$(dirname "$0")/programs.sh"
@@ -15,7 +17,7 @@ for tool in dpkg-buildpackage dh lintian; do
 done
 T=$(mktemp -d /tmp/slabkit-deb.XXXXXX) || exit 1
 trap 'rm -rf "$T"' EXIT
-echo "1..5"
+echo "1..7"
 
 # A build directory of its own, so that the test does not replace $B/deb.
 timeout 600 make -s -C "$ROOT" B="$T/b" deb >"$T/deb.out" 2>&1
@@ -42,3 +44,24 @@ has slabkit-tools /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-sl
     /usr/share/man/man1/slabkit.1.gz /usr/share/man/man1/slabkit-slabinfo.1.gz \
     /usr/share/man/man1/slabkit-slabtop.1.gz /usr/share/man/man7/slabkit.7.gz
 ok $? "slabkit-tools holds the wrapper, slabkit-slabinfo, slabkit-slabtop, their pages and slabkit(7)"
+
+# dpkg-gensymbols: no warning (new or missing symbols), in the output.
+! grep -q 'dpkg-gensymbols: warning' "$T/deb.out"
+ok $? "dpkg-gensymbols gives no warning"
+grep -A12 'dpkg-gensymbols: warning' "$T/deb.out" | head -15 | sed 's/^/#   /'
+
+# The symbols file lists the library's whole API: every defined dynamic
+# symbol of the packaged .so (name@version; a version node names itself,
+# an unversioned symbol is @Base), no more, no less.
+dpkg-deb -x "$T"/b/deb/libslabkit0_*.deb "$T/x" 2>/dev/null
+so=$(ls "$T"/x/usr/lib/*/libslabkit.so.0.1.0 2>/dev/null | head -1)
+if [ -n "$so" ]; then
+    nm -D --defined-only "$so" | awk '{ n = $3; sub(/@@/, "@", n); if (n ~ /^SLABKIT_[A-Z0-9_]*$/) n = n "@" n; else if (n !~ /@/) n = n "@Base"; print n }' |
+        sort -u >"$T/exported"
+    awk 'NR > 1 && $1 !~ /^\*/ { print $1 }' "$ROOT/debian/libslabkit0.symbols" | sort -u >"$T/listed"
+    diff "$T/listed" "$T/exported" >"$T/symdiff"
+    ok $? "libslabkit0.symbols lists the $(wc -l <"$T/exported") symbols the library exports"
+    show "$T/symdiff" 15
+else
+    ok 1 "libslabkit0.symbols lists the symbols the library exports (no .so in the package)"
+fi
