@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -419,6 +420,33 @@ int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+/* A forked child has one thread, but glibc 2.36 leaves
+ * __libc_single_threaded false in it when the parent had more: fork_single
+ * says so, until os_threaded_recheck finds another thread there. */
+static bool fork_single;
+static uint64_t fork_single_checked;     /* ms */
+#define THREADS_RECHECK_MS 100
+
+static long proc_threads(void);
+
+bool os_threaded(void)
+{
+    return !__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED) &&
+           !__atomic_load_n(&fork_single, __ATOMIC_RELAXED);
+}
+
+void os_threaded_recheck(void)
+{
+    if (!__atomic_load_n(&fork_single, __ATOMIC_RELAXED))
+        return;
+    uint64_t now = os_now_ms_coarse();
+    if (now - fork_single_checked < THREADS_RECHECK_MS)
+        return;
+    fork_single_checked = now;
+    if (proc_threads() > 1)
+        __atomic_store_n(&fork_single, false, __ATOMIC_RELAXED);
+}
+
 static pthread_key_t leader_key;
 static int leader_key_state;      /* 0 none, 1 made, -1 refused */
 static int leader_gone;
@@ -437,6 +465,10 @@ unsigned os_own_threads(uintptr_t tcb[OS_OWN_THREADS])
 
 void os_threads_atfork_child(void)
 {
+    if (!__atomic_load_n(&__libc_single_threaded, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&fork_single, true, __ATOMIC_RELAXED);
+        fork_single_checked = os_now_ms_coarse();
+    }
     __atomic_store_n(&own_nr, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&leader_gone, 0, __ATOMIC_RELAXED);
     os_leader_watch();      /* the forking thread leads the child */
@@ -473,28 +505,33 @@ bool os_leader_gone(void)
     return __atomic_load_n(&leader_gone, __ATOMIC_ACQUIRE) != 0;
 }
 
-static bool only_own_threads_left(void)
+/* The process's threads, from /proc/self/stat; 0 when it cannot be read. */
+static long proc_threads(void)
 {
-    /* /proc/self/stat: "pid (comm) state ..." with num_threads the 20th
-     * field; comm may hold spaces and parentheses, so count from the last
-     * ')'. */
+    /* "pid (comm) state ..." with num_threads the 20th field; comm may
+     * hold spaces and parentheses, so count from the last ')'. */
     char buf[1024];
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return false;
+        return 0;
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     if (n <= 0)
-        return false;
+        return 0;
     buf[n] = 0;
     char *p = strrchr(buf, ')');
     if (!p)
-        return false;
+        return 0;
     int field = 2;    /* ')' ends field 2; one space before each next */
     for (p++; *p && field < 20; p++)
         if (*p == ' ')
             field++;
-    long threads = strtol(p, NULL, 10);
+    return strtol(p, NULL, 10);
+}
+
+static bool only_own_threads_left(void)
+{
+    long threads = proc_threads();
     /* A leader that called pthread_exit stays a zombie, counted, until the
      * whole group has exited. */
     long others = (long)__atomic_load_n(&own_nr, __ATOMIC_ACQUIRE) + 1;

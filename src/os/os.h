@@ -145,6 +145,16 @@ int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
  * here that may allocate: pthread_create can call malloc or calloc (the new
  * thread's TLS vector), so call it with no slabkit lock held. */
 int os_thread_start(void *(*fn)(void *), void *arg, const char *name, size_t stack);
+/* Whether the process has ever had a second thread (glibc's
+ * __libc_single_threaded, cleared by pthread_create and set again in a
+ * forked child).  slabkit starts a helper thread only where this is true:
+ * a program with one thread must keep one (glibc's fork then takes no
+ * lock, so a fork from a signal handler that interrupted fork() works;
+ * unshare(CLONE_NEWUSER) needs it too). */
+bool os_threaded(void);
+/* In a forked child of a threaded parent: look again (at most every
+ * 100 ms, /proc/self/stat) whether it has started threads.  No lock held. */
+void os_threaded_recheck(void);
 /* The helper threads os_thread_start made in this process (none in a
  * forked child), each as the address of its TCB (glibc's pthread_t: in the
  * thread's stack mapping, with its static TLS below it).  Known from the

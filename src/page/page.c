@@ -199,6 +199,8 @@ static unsigned long zone_expand(struct zone *z, struct sk_page *pg, unsigned lo
     return span;
 }
 
+static void zone_trim_grow(struct zone *z);
+
 /* Take a block of `order` off the lists: dirty (resident) memory first,
  * smallest fitting order first.  *span_out: the pages from its start that
  * may be resident (0: clean). */
@@ -212,8 +214,11 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, unsigned long *
             if (!pg)
                 continue;
             uint64_t freed_at = pg->buddy.freed_at;
-            if (clean)
+            if (clean) {
                 __atomic_store_n(&z->clean_takes, z->clean_takes + 1, __ATOMIC_RELAXED);
+                if (unlikely(z->trim_armed))
+                    zone_trim_grow(z);
+            }
             unsigned long span = zone_remove(z, pg);
             *span_out = zone_expand(z, pg, order, o, span, freed_at);
             return pg;
@@ -466,6 +471,11 @@ out:
 
 /* ---- reclaim: aging and returning memory ---- */
 
+static unsigned long dirty_keep_pages(void)
+{
+    return (unsigned long)sk_opt.dirty_max_mb << (20 - SK_PAGE_SHIFT);
+}
+
 #define RECLAIM_BATCH 32
 /* Blocks of a huge slice smaller than HUGE_ORDER are not purged (they
  * would split a huge page); how many such blocks one list walk steps
@@ -491,12 +501,12 @@ static bool page_huge(const struct sk_page *pg)
  * pages purged. */
 /* The oldest dirty block of order o that may be purged (in a huge-page
  * slice only whole huge pages: smaller blocks there are stepped over, up
- * to RECLAIM_SKIP of them), or NULL. */
-static struct sk_page *reclaim_candidate(struct zone *z, int o)
+ * to RECLAIM_SKIP of them, unless `split`), or NULL. */
+static struct sk_page *reclaim_candidate(struct zone *z, int o, bool split)
 {
     unsigned skipped = 0;
     for (struct sk_page *pg = z->dirty[o].tail; pg; pg = pg->buddy.prev) {
-        if (!(o < HUGE_ORDER && page_huge(pg)))
+        if (split || !(o < HUGE_ORDER && page_huge(pg)))
             return pg;
         if (++skipped > RECLAIM_SKIP)
             break;
@@ -524,7 +534,7 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
      * the most, and whole huge pages go back whole). */
     for (int o = SK_MAX_ORDER; o >= 0 && n < RECLAIM_BATCH; o--) {
         struct sk_page *pg;
-        while (n < RECLAIM_BATCH && (pg = reclaim_candidate(z, o)) && now - pg->buddy.freed_at >= age_ms) {
+        while (n < RECLAIM_BATCH && (pg = reclaim_candidate(z, o, false)) && now - pg->buddy.freed_at >= age_ms) {
             reclaim_take(z, pg, (unsigned)o, &victims);
             n++;
         }
@@ -532,12 +542,16 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
     /* Over the limit: the oldest blocks first, whatever their order.  The
      * block just freed is the likeliest to be reused next (a loop of large
      * blocks frees one and allocates the next); purging it at once, as a
-     * largest-first walk did, cost a fault for every page of it. */
+     * largest-first walk did, cost a fault for every page of it.  Over a
+     * trim threshold (no purger: zone_keep_pages), pieces of huge pages go
+     * too: nothing would come back for them while the program sleeps, and
+     * a few live pages would keep whole huge pages resident. */
+    bool split = keep < dirty_keep_pages();
     while (n < RECLAIM_BATCH && z->dirty_pages > keep) {
         struct sk_page *pg = NULL;
         int po = -1;
         for (int o = SK_MAX_ORDER; o >= 0; o--) {
-            struct sk_page *c = reclaim_candidate(z, o);
+            struct sk_page *c = reclaim_candidate(z, o, split);
             if (c && (!pg || c->buddy.freed_at < pg->buddy.freed_at)) {
                 pg = c;
                 po = o;
@@ -579,9 +593,52 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
     return pages;
 }
 
-static unsigned long dirty_keep_pages(void)
+/*
+ * Returning memory without a thread.  A program with one thread never
+ * gets the purger (page_purger_poll), so nothing runs while it sleeps:
+ * what it freed last stays resident until its next slow path.  So then a
+ * zone keeps less, as glibc trims its heap at free time above a threshold
+ * that follows the largest block freed (M_TRIM_THRESHOLD, twice the
+ * dynamic mmap threshold): dirty memory beyond twice the largest block
+ * freed into the zone, and at least TRIM_FLOOR, goes back at the free
+ * that passes it, oldest first (zone_reclaim_batch); dirty_max_mb still
+ * caps it.  A loop of large blocks keeps the blocks it reuses (two of
+ * the largest); a heap freed whole and left idle keeps about TRIM_FLOOR.
+ * A working set freed and allocated again in turns would be given back
+ * and faulted in every turn: so a zone that must take clean memory
+ * (purged, or fresh) within decay_ms of a trim doubles its threshold
+ * (zone_trim_grow), once a trim, up to dirty_max_mb; such a program keeps
+ * its working set, as glibc's heap does once its threshold has risen.
+ * And as jemalloc does with its background thread off, age is checked on
+ * the slow paths: blocks free for decay_ms go at the next one.
+ */
+#define TRIM_FLOOR_PAGES ((1ul << 20) >> SK_PAGE_SHIFT)
+
+static inline unsigned long zone_keep_pages(const struct zone *z)
 {
-    return (unsigned long)sk_opt.dirty_max_mb << (20 - SK_PAGE_SHIFT);
+    unsigned long keep = dirty_keep_pages();
+    /* The thread runs, or will: a slow path starts it (page_purger_poll). */
+    if (page_purger_running() || (sk_opt.background && os_threaded()))
+        return keep;
+    unsigned long trim = z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
+    return trim < keep ? trim : keep;
+}
+
+/* Clean memory taken soon after a trim (zone lock held): the trim was
+ * premature, keep twice as much from now on. */
+static void zone_trim_grow(struct zone *z)
+{
+    unsigned long keep = dirty_keep_pages(), trim = z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
+    z->trim_pages = 2 * trim < keep ? 2 * trim : keep;
+    z->trim_armed = false;
+    z->trim_grows++;
+}
+
+/* A block of nr pages freed into z (locked): the trim threshold follows. */
+static inline void zone_note_freed(struct zone *z, unsigned long nr)
+{
+    if (unlikely(2 * nr > z->trim_pages))
+        z->trim_pages = 2 * nr;
 }
 
 /* The free paths' unlock, once they have put dirty blocks on z's lists:
@@ -612,11 +669,18 @@ static inline void zone_unlock(struct zone *z, uint64_t now, bool dirtied)
  * caller's reading of the coarse clock (one per operation). */
 static void zone_maybe_reclaim(struct zone *z, uint64_t now)
 {
-    unsigned long keep = dirty_keep_pages();
+    unsigned long keep = zone_keep_pages(z);
     uint64_t decay = (uint64_t)sk_opt.decay_ms;
     if (z->dirty_pages <= keep && now - z->last_decay < decay / 4 + 1)
         return;
     z->last_decay = now;
+    /* Without the purger: a trim now arms zone_trim_grow for decay_ms. */
+    if (z->dirty_pages > keep && keep < dirty_keep_pages()) {
+        z->trim_armed = true;
+        z->trimmed_at = now;
+    } else if (z->trim_armed && now - z->trimmed_at >= decay) {
+        z->trim_armed = false;
+    }
     /* Bounded work per call: a few batches. */
     for (int i = 0; i < 4; i++)
         if (!zone_reclaim_batch(z, now, decay, keep))
@@ -1213,6 +1277,7 @@ static void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, uns
     lock_acquire(&z->lock);
     for (unsigned i = 0; i < n; i++)
         zone_free_block(z, pgs[i], order, 1ul << order, now);
+    zone_note_freed(z, 1ul << order);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
 }
@@ -1362,6 +1427,7 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
     zone_free_block(z, pg, order, 1ul << order, now);
+    zone_note_freed(z, 1ul << order);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
 }
@@ -1473,6 +1539,7 @@ SK_NOINLINE void page_free_run(struct sk_page *pg)
     lock_acquire(&z->lock);
     zone_free_range(z, first, idx, idx + nr, idx + nr, now);
     zone_count_exact(z, -1, -(long)nr);
+    zone_note_freed(z, nr);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
 }

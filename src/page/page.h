@@ -146,6 +146,14 @@ struct zone {
     unsigned long purged_pages;        /* total returned to the OS */
     unsigned long purging;             /* blocks off the lists being purged (PG_PURGING) */
     uint64_t last_decay;               /* ms */
+    unsigned long trim_pages;          /* without the purger: dirty pages kept
+                                        * beyond decay, twice the largest
+                                        * block freed here, at least TRIM_FLOOR
+                                        * (page.c, zone_keep_pages) */
+    bool trim_armed;                   /* a trim within decay_ms: taking clean
+                                        * memory doubles trim_pages */
+    uint64_t trimmed_at;               /* ms of the last trim */
+    unsigned long trim_grows;          /* statistics */
     unsigned long grow_gen;            /* bumped whenever memory is added */
     struct vm_slice *partials;         /* partial slices, via zone_next */
     /* Growth: one thread at a time maps memory for the zone (taken
@@ -360,11 +368,20 @@ bool page_purger_wanted(void);
  * ticking.  Set once, at the upper layer's init. */
 void page_set_idle_pass(bool (*fn)(void));
 /* Call from malloc paths where no slabkit lock is held (never from free):
- * starts the thread if it is wanted. */
+ * starts the thread if it is wanted, and only in a process that has
+ * threads of its own (os_threaded): a single-threaded program stays so,
+ * and its free memory goes back from the slow paths (page.c, "Returning
+ * memory without a thread"). */
+void page_purger_poll_slow(void);
 static inline void page_purger_poll(void)
 {
-    if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE) && page_purger_wanted())
-        page_purger_start();
+    if (unlikely(__atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_NONE))
+        page_purger_poll_slow();
+}
+/* Whether the purger thread runs in this process. */
+static inline bool page_purger_running(void)
+{
+    return __atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_RUNNING;
 }
 
 #endif

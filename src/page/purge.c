@@ -200,6 +200,13 @@ bool page_purger_wanted(void)
     return (long)used >= (long)PURGER_EAGER_PAGES;
 }
 
+void page_purger_poll_slow(void)
+{
+    os_threaded_recheck();
+    if (os_threaded() && page_purger_wanted())
+        page_purger_start();
+}
+
 void page_purger_start(void)
 {
     os_options_init();

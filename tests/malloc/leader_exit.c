@@ -20,6 +20,7 @@
 
 #include "page/page.h"
 #include "tap.h"
+#include "threaded.h"
 
 static void *late(void *arg)
 {
@@ -131,6 +132,7 @@ static int run(const char *mode, const char *opts, char *out, size_t len)
 
 int main(int argc, char **argv)
 {
+    become_threaded();    /* the purger's conditions (threaded.h) */
     if (argc > 2 && !strcmp(argv[1], "--child"))
         return child(argv[2]);
     static const struct { const char *mode, *opts, *what; } cases[] = {

@@ -25,6 +25,7 @@
 #include "accounting.h"
 #include "side_by_side.h"
 #include "statm.h"
+#include "threaded.h"
 
 #define NBLK 6
 #define PAGES 300
@@ -44,6 +45,7 @@ static struct sk_page *take(size_t pages)
 
 int main(void)
 {
+    zones_keep_freed();   /* placement, not trimming (threaded.h) */
     acct_no_purger();
     page_init();
 

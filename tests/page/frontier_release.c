@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "accounting.h"
+#include "threaded.h"
 
 #define N 3000
 
@@ -20,6 +21,7 @@ static char *pages[N];
 
 int main(void)
 {
+    zones_keep_freed();   /* placement, not trimming (threaded.h) */
     struct zone *z = acct_frontier_start();
     page_init();
     if (!sk_opt.zone_borrow)

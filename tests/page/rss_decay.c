@@ -24,6 +24,7 @@
 #include "page/page.h"
 #include "statm.h"
 #include "tap.h"
+#include "threaded.h"
 
 #define MiB (1024.0 * 1024.0)
 #define BURST ((size_t)256 << 20)
@@ -75,6 +76,7 @@ static void free_all(void)
 
 int main(void)
 {
+    zones_keep_freed();   /* placement, not trimming (threaded.h) */
     page_init();
     long decay = sk_option("decay_ms"), dirty_max = sk_option("dirty_max_mb");
     /* Warm up: the first slices and their descriptors stay mapped. */

@@ -20,6 +20,7 @@
 #include "slabkit.h"
 #include "page/page.h"
 #include "tap.h"
+#include "threaded.h"
 #include "cache_info.h"
 
 static void *objs[2000];
@@ -60,6 +61,7 @@ static int without_purger(void)
 
 int main(int argc, char **argv)
 {
+    become_threaded();    /* the purger's conditions (threaded.h) */
     if (argc > 1 && !strcmp(argv[1], "--no-purger"))
         return without_purger();
     plan(4);
