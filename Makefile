@@ -47,7 +47,10 @@ ALLCFLAGS := $(BASE) $(CPPFLAGS) $(CFLAGS)
 PROGCFLAGS := $(filter-out -fstack-usage -fvisibility=hidden,$(ALLCFLAGS))
 TSANFLAGS := $(filter-out -fstack-usage,$(BASE)) -O1 -fsanitize=thread -DSK_TSAN=1
 
-LIB_SRC := $(sort $(wildcard src/*/*.c))
+# own_begin.c first and own_end.c last: their markers bracket slabkit's own
+# writable data in every section (src/os/own_begin.c; the leak scan skips it).
+OWN_MARKS := src/os/own_begin.c src/os/own_end.c
+LIB_SRC := src/os/own_begin.c $(sort $(filter-out $(OWN_MARKS),$(wildcard src/*/*.c))) src/os/own_end.c
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 LIB_HDR := $(wildcard include/*.h src/*/*.h)
 
@@ -102,11 +105,18 @@ $(B)/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
 
-# --sort-section=name: the big zero arrays' .bss.sk_big after every
-# object's .bss, so the small variables share a few pages (SK_BIG_BSS).
-$(B)/libslabkit.so.$(VERSION): $(LIB_OBJ) tools/libslabkit.map
+# One relocatable object of the whole library, its objects in LIB_OBJ's
+# order: each section of it is one piece, bracketed by own_begin's and
+# own_end's markers.  libslabkit.so and libslabkit_internal.a are made of
+# it as it is; libslabkit.a of a copy with the hidden symbols made local.
+$(B)/obj/slabkit-all.o: $(LIB_OBJ)
+	$(CC) -r -nostdlib -o $@ $(LIB_OBJ)
+
+# --sort-section=name: the big zero arrays' .bss.sk_big after the .bss,
+# so the small variables share a few pages (SK_BIG_BSS).
+$(B)/libslabkit.so.$(VERSION): $(B)/obj/slabkit-all.o tools/libslabkit.map
 	$(CC) -shared -pthread -Wl,-soname,$(SONAME) -Wl,--version-script=tools/libslabkit.map \
-	    -Wl,-z,now -Wl,--sort-section=name $(LDFLAGS) -o $@ $(LIB_OBJ)
+	    -Wl,-z,now -Wl,--sort-section=name $(LDFLAGS) -o $@ $(B)/obj/slabkit-all.o
 
 $(B)/$(SONAME): $(B)/libslabkit.so.$(VERSION)
 	ln -sf libslabkit.so.$(VERSION) $@
@@ -114,16 +124,16 @@ $(B)/$(SONAME): $(B)/libslabkit.so.$(VERSION)
 $(B)/libslabkit.so: $(B)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-# The static library exports only the API, as the shared one does: its
-# objects are linked into one relocatable object whose hidden symbols
-# (everything not SK_API: cpu_init, page_alloc, ...) are then made local,
-# so a program may define a function of any such name and still link it.
-# The tests, benchmarks and tools call layer-internal functions: they link
-# libslabkit_internal.a, the objects as they are.
-$(B)/libslabkit.a: $(LIB_OBJ)
-	@rm -f $@ $(B)/obj/slabkit.o
-	$(CC) -r -nostdlib -o $(B)/obj/slabkit.o $(LIB_OBJ)
-	objcopy --localize-hidden $(B)/obj/slabkit.o
+# The static library exports only the API, as the shared one does: the
+# hidden symbols of the relocatable object (everything not SK_API:
+# cpu_init, page_alloc, ...) are made local, so a program may define a
+# function of any such name and still link it.  The tests, benchmarks and
+# tools call layer-internal functions: they link libslabkit_internal.a,
+# the objects as they are (a unit test gets only the layers it uses; the
+# leak tests, which need own_begin's markers in place, link libslabkit.a).
+$(B)/libslabkit.a: $(B)/obj/slabkit-all.o
+	@rm -f $@
+	objcopy --localize-hidden $< $(B)/obj/slabkit.o
 	ar rcs $@ $(B)/obj/slabkit.o
 
 $(B)/libslabkit_internal.a: $(LIB_OBJ)
@@ -144,9 +154,11 @@ $(B)/slabkit: tools/slabkit.sh
 # reports name their functions.
 $(B)/tests/malloc/kfence: TEST_LDFLAGS := -rdynamic
 $(B)/tests/malloc/slub_debug: TEST_LDFLAGS := -rdynamic
-$(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit_internal.a
+TEST_LIB := $(B)/libslabkit_internal.a
+$(B)/tests/malloc/leak_check $(B)/tests/malloc/leak_every: TEST_LIB := $(B)/libslabkit.a
+$(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit_internal.a $(B)/libslabkit.a
 	@mkdir -p $(dir $@)
-	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(B)/libslabkit_internal.a -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
+	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(TEST_LIB) -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)

@@ -20,7 +20,8 @@
  * Roots (docs/kmemleak.md says what is and is not scanned):
  *  - every loaded module's writable PT_LOAD segments (dl_iterate_phdr):
  *    .data, .bss, the GOT; libc's among them, so what libc allocated for
- *    itself (stdio buffers) is reachable through it;
+ *    itself (stdio buffers) is reachable through it; but not slabkit's
+ *    own data (leak_scan_segment), whichever module it is linked into;
  *  - the calling thread: its callee-saved registers, its stack from
  *    sk_leak_check's frame to the top of the stack mapping (the frames of
  *    the scan itself are not scanned), and the 256 KiB either side of its
@@ -99,7 +100,7 @@ struct leak_scan {
     bool draining;
     bool overflow;               /* the work list could not grow */
     /* Figures for the summary. */
-    size_t root_bytes, heap_bytes, marked, threads_seen, threads_missed;
+    size_t root_bytes, own_bytes, heap_bytes, marked, threads_seen, threads_missed;
 };
 
 /* ---- private memory (never malloc) ---- */
@@ -471,6 +472,64 @@ static bool leak_mapping_of(struct leak_scan *ls, uintptr_t a, uintptr_t *lo, ui
     return false;
 }
 
+/*
+ * slabkit's own writable data is no root: its variables hold heap
+ * addresses (a slice's base is the first object's address; a per-CPU
+ * array in the .bss keeps, above its top, the pointers it handed out),
+ * and they would keep leaked objects looking referenced.  The markers of
+ * src/os/own_begin.c and own_end.c bracket it in each section, in the
+ * shared library and in a program linked with the archive alike.
+ */
+extern char sk_own_data_begin[8], sk_own_data_end[8], sk_own_bss_begin[8], sk_own_bss_end[8];
+extern char sk_own_big_begin[8], sk_own_big_end[8];
+extern void *sk_own_rel_begin, *sk_own_rel_end, *sk_own_rel_local_begin, *sk_own_rel_local_end;
+
+#define LEAK_OWN_RANGES 5
+#define LEAK_OWN_MAX ((uintptr_t)64 << 20)    /* slabkit's data is some MiB */
+struct leak_range {
+    uintptr_t lo, hi;
+};
+
+/* The own ranges, sorted by address. */
+static void leak_own_ranges(struct leak_range r[LEAK_OWN_RANGES])
+{
+    r[0] = (struct leak_range){ (uintptr_t)sk_own_data_begin, (uintptr_t)sk_own_data_end + sizeof sk_own_data_end };
+    r[1] = (struct leak_range){ (uintptr_t)&sk_own_rel_begin, (uintptr_t)(&sk_own_rel_end + 1) };
+    r[2] = (struct leak_range){ (uintptr_t)&sk_own_rel_local_begin, (uintptr_t)(&sk_own_rel_local_end + 1) };
+    r[3] = (struct leak_range){ (uintptr_t)sk_own_bss_begin, (uintptr_t)sk_own_bss_end + sizeof sk_own_bss_end };
+    r[4] = (struct leak_range){ (uintptr_t)sk_own_big_begin, (uintptr_t)sk_own_big_end + sizeof sk_own_big_end };
+    /* Linked from the separate objects in another order (a unit test's
+     * archive pulls its members as they are needed), a begin marker may
+     * follow its end: then nothing is known of that section, and nothing
+     * is excluded of it. */
+    for (int i = 0; i < LEAK_OWN_RANGES; i++)
+        if (r[i].hi < r[i].lo || r[i].hi - r[i].lo > LEAK_OWN_MAX)
+            r[i].hi = r[i].lo;
+    for (int i = 1; i < LEAK_OWN_RANGES; i++)
+        for (int j = i; j > 0 && r[j].lo < r[j - 1].lo; j--) {
+            struct leak_range t = r[j];
+            r[j] = r[j - 1];
+            r[j - 1] = t;
+        }
+}
+
+/* A writable segment of a module as roots, less slabkit's own data. */
+static void leak_scan_segment(struct leak_scan *ls, uintptr_t lo, uintptr_t hi)
+{
+    struct leak_range own[LEAK_OWN_RANGES];
+    leak_own_ranges(own);
+    for (int i = 0; i < LEAK_OWN_RANGES && lo < hi; i++) {
+        if (own[i].hi <= lo || own[i].lo >= hi)
+            continue;
+        if (own[i].lo > lo)
+            leak_scan_root(ls, lo, own[i].lo);
+        ls->own_bytes += (own[i].hi < hi ? own[i].hi : hi) - (own[i].lo > lo ? own[i].lo : lo);
+        lo = own[i].hi;
+    }
+    if (lo < hi)
+        leak_scan_root(ls, lo, hi);
+}
+
 static int leak_phdr(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -480,7 +539,7 @@ static int leak_phdr(struct dl_phdr_info *info, size_t size, void *arg)
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || !ph->p_memsz)
             continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-        leak_scan_root(ls, lo, lo + ph->p_memsz);
+        leak_scan_segment(ls, lo, lo + ph->p_memsz);
     }
     return 0;
 }

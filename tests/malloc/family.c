@@ -12,8 +12,9 @@
  * sk_usable_size; and sk_free / free take each other's objects.
  *
  * The trim case runs in a re-executed copy of the test with memory aging
- * and the dirty limit pushed out of the way, so that only malloc_trim can
- * be what gives the memory back.
+ * and the dirty limit pushed out of the way, in a process with a thread of
+ * its own (a single-threaded one trims at free: threaded.h), so that only
+ * malloc_trim can be what gives the memory back.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "slabkit.h"
 #include "statm.h"
 #include "tap.h"
+#include "threaded.h"
 
 #define N 2048
 #define MiB ((size_t)1 << 20)
@@ -223,6 +225,7 @@ int main(int argc, char **argv)
         /* Carry on the TAP count of the image before the exec. */
         tap_n = atoi(argv[2]);
         tap_failed = atoi(argv[3]);
+        become_threaded();
         test_trim();
         return done_testing();
     }

@@ -8,8 +8,9 @@
  *  - the purger running (its state checked), main pthread_exits while a
  *    worker sleeps;
  *  - KFENCE's timer running and no purger (background=0);
- *  - a worker thread forks, and in the child (which it leads) starts the
- *    purger, a thread, and pthread_exits: CPython's test_threading case.
+ *  - a worker thread forks, and in the child (which it leads) starts a
+ *    thread, so that the child may have a purger, starts the purger, a
+ *    thread, and pthread_exits: CPython's test_threading case.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -56,11 +57,26 @@ static int leave(void)
     pthread_exit(NULL);
 }
 
+static void *nap(void *arg)
+{
+    (void)arg;
+    usleep(500000);
+    return NULL;
+}
+
 static void *forker(void *arg)
 {
     (void)arg;
     pid_t pid = fork();
     if (pid == 0) {
+        /* The child has one thread: it gets a purger only once it has a
+         * thread of its own running, which slabkit notices within 100 ms
+         * (os_threaded_recheck). */
+        pthread_t t;
+        if (pthread_create(&t, NULL, nap, NULL) != 0)
+            _exit(3);
+        pthread_detach(t);
+        usleep(150000);
         churn();
         if (__atomic_load_n(&page_purger.state, __ATOMIC_ACQUIRE) != PURGER_RUNNING)
             _exit(4);

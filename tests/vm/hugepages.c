@@ -27,6 +27,7 @@
 
 #include "statm.h"
 #include "tap.h"
+#include "threaded.h"
 #include "page/page.h"
 #include "vm/vm.h"
 
@@ -88,6 +89,7 @@ int main(void)
     if (thp == OS_THP_NEVER)
         skip_all("transparent huge pages are off (THP \"never\")");
     os_options_parse("decay_ms=300,dirty_max_mb=1024");  /* decay, not the dirty bound, returns it */
+    become_threaded();    /* and the purger's decay, not a single thread's trim (threaded.h) */
     plan(7);
 
     /* ---- 1. sk_vm_map with 2 MiB pages ---- */
