@@ -72,6 +72,27 @@ static void heap_totals(struct heap_totals *t)
         t->free = t->arena;
 }
 
+/*
+ * malloc_stats' first part, in glibc's words (programs and glibc's own
+ * tests read them): one arena, its system bytes (mallinfo2's arena) and
+ * bytes in use (uordblks); the totals with the large blocks, as glibc's
+ * include its mmapped chunks; and the most direct mappings there were at
+ * once and their bytes.
+ */
+void malloc_stats_glibc(int fd)
+{
+    struct heap_totals t;
+    heap_totals(&t);
+    struct kmalloc_large_stats large;
+    kmalloc_large_totals(&large);
+    size_t in_use = t.arena - t.free;
+    os_printf(fd, "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", t.arena, in_use);
+    os_printf(fd, "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", t.arena + t.large_bytes,
+              in_use + t.large_bytes);
+    os_printf(fd, "max mmap regions = %10ld\nmax mmap bytes   = %10zu\n", large.direct_max_blocks,
+              (size_t)large.direct_max_pages << SK_PAGE_SHIFT);
+}
+
 static unsigned long free_blocks(const struct page_stats *st)
 {
     unsigned long n = 0;

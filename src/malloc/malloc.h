@@ -35,6 +35,8 @@ static inline size_t malloc_size(size_t n)
 }
 
 void *malloc_slow(size_t size);
+/* malloc_stats' lines in glibc's format, on fd (info.c). */
+void malloc_stats_glibc(int fd);
 
 static SK_ALWAYS_INLINE void *malloc_inline(size_t size)
 {

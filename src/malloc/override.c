@@ -415,11 +415,22 @@ static void print_totals(int fd)
               st.purged_pages, vm_reserved_bytes() >> 20);
 }
 
+/* glibc's lines first (malloc_stats_glibc), then slabkit's caches and
+ * totals, all on fd 2.  Not cancellable, as glibc's since 2.28: the
+ * output is whole even when the calling thread has a cancellation
+ * pending (its writes are cancellation points), and no slabkit lock is
+ * held by a thread that unwinds. */
 ALIAS(malloc_stats) void malloc_stats(void)
 {
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     slab_init();
+    malloc_stats_glibc(2);
+    fflush(stderr);
     sk_slabinfo(stderr);
+    fflush(stderr);
     print_totals(2);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 /* slabinfo_at_exit=1: the process's slabinfo on stderr as it was at
@@ -428,6 +439,7 @@ ALIAS(malloc_stats) void malloc_stats(void)
  * write(2) a line at a time, without the program's stdio. */
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
+    vm_check_underrun();     /* a write below the heap: abort, saying so */
     if ((!sk_opt.slabinfo_at_exit && !sk_opt.slabinfo_file[0]) || !slab_ready())
         return;
     int fd = exit_output_fd();

@@ -78,12 +78,24 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
 static long direct_blocks, direct_pages;   /* direct mappings in use (relaxed atomics) */
+static long direct_max_blocks, direct_max_pages;   /* their peaks (malloc_stats' "max mmap") */
 size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
+
+static void peak_note(long *peak, long now)
+{
+    long p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+    while (now > p && !__atomic_compare_exchange_n(peak, &p, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
 
 static void direct_count(long blocks, long pages)
 {
-    __atomic_add_fetch(&direct_blocks, blocks, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&direct_pages, pages, __ATOMIC_RELAXED);
+    long b = __atomic_add_fetch(&direct_blocks, blocks, __ATOMIC_RELAXED);
+    long p = __atomic_add_fetch(&direct_pages, pages, __ATOMIC_RELAXED);
+    if (blocks > 0) {
+        peak_note(&direct_max_blocks, b);
+        peak_note(&direct_max_pages, p);
+    }
 }
 
 void kmalloc_large_totals(struct kmalloc_large_stats *st)
@@ -93,6 +105,8 @@ void kmalloc_large_totals(struct kmalloc_large_stats *st)
     st->direct_pages = __atomic_load_n(&direct_pages, __ATOMIC_RELAXED);
     st->blocks = (long)blocks + __atomic_load_n(&direct_blocks, __ATOMIC_RELAXED);
     st->pages = (long)pages + st->direct_pages;
+    st->direct_max_blocks = __atomic_load_n(&direct_max_blocks, __ATOMIC_RELAXED);
+    st->direct_max_pages = __atomic_load_n(&direct_max_pages, __ATOMIC_RELAXED);
 }
 
 /* What the fast-path tables point at: the cache's arrays, or with
@@ -603,6 +617,7 @@ static void shrink_one(struct slab_cache *c, void *arg)
 
 size_t sk_trim(void)
 {
+    vm_check_underrun();
     if (slab_ready())
         slab_for_each_cache(shrink_one, NULL);
     size_t bytes = page_reclaim(0, true);    /* pages from sk_alloc_pages too */

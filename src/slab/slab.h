@@ -743,6 +743,7 @@ static inline unsigned kmalloc_index(size_t size)
  * anyway); kmalloc_large_totals adds them up. */
 struct kmalloc_large_stats {
     long blocks, pages, direct_pages;
+    long direct_max_blocks, direct_max_pages;   /* the most direct mappings at once */
 };
 void kmalloc_large_totals(struct kmalloc_large_stats *st);
 /* Blocks of at least this many bytes are direct mappings, unmapped at

@@ -206,6 +206,9 @@ void vm_slice_release(struct vm_slice *s);
 struct vm_slice *vm_slices(void);
 /* Bytes of address space reserved, and slices by kind. */
 size_t vm_reserved_bytes(void);
+/* Abort, naming it, if a program wrote into the canary page below a
+ * region of the arena (a write before the heap's first object). */
+void vm_check_underrun(void);
 /* What vm_reserved_bytes reads (relaxed); extern for sk_inspect_root. */
 extern size_t vm_bytes SK_INTERNAL;
 /* Bytes of address space the arena holds (reserved, used or not). */
