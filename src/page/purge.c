@@ -28,7 +28,11 @@
  *
  * Starting: page_purger_poll() (page.h), from malloc slow paths that hold
  * no slabkit lock (never from free: see page.h), starts the thread the
- * first time work is wanted or the heap reaches PURGER_EAGER_PAGES.  state
+ * first time work is wanted or the heap reaches PURGER_EAGER_PAGES, and
+ * only in a process with threads of its own (os_threaded): one thread of
+ * ours in a single-threaded program would make glibc's fork take its
+ * lock (a fork from a signal handler then deadlocks), and such a program
+ * trims at free instead (page.c, zone_keep_pages).  state
  * goes NONE -> STARTING by CAS, so a malloc inside pthread_create (its TLS
  * vector) or on another thread meanwhile starts nothing; then RUNNING, or
  * OFF when pthread_create fails (the slow-path reclaim still works).
