@@ -141,6 +141,11 @@ void *os_map(size_t size, size_t align)
     int saved = errno;
     return os_errno_restore(map_aligned(size, align, PROT_READ | PROT_WRITE), saved);
 }
+void *os_reserve_at(void *at, size_t size)
+{
+    int saved = errno;
+    return os_errno_restore(map_at(at, size, PROT_NONE), saved);
+}
 void *os_map_fixed(void *at, size_t size)
 {
     int saved = errno;

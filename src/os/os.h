@@ -75,6 +75,9 @@ void *os_map(size_t size, size_t align);
  * anything: NULL with errno EEXIST when part of the range is taken,
  * ENOMEM when the OS refuses. */
 void *os_map_fixed(void *at, size_t size);
+/* Reserve (PROT_NONE, as os_reserve) exactly at `at`, or NULL without
+ * touching what is there. */
+void *os_reserve_at(void *at, size_t size);
 /* The smaller of RLIMIT_AS and RLIMIT_DATA (soft limits) in bytes;
  * SIZE_MAX when neither is set.  Read anew on each call: a program may
  * change its limits at any time. */

@@ -322,6 +322,15 @@ void page_stats(struct page_stats *st);
  * what idle caches keep before the heap grows further (slab_reap_poll).
  * The large blocks' zone counts too: what idle caches give back, it can
  * borrow (page.c, zone_borrow). */
+/* Free pages in the zones (racy reads: a hint). */
+static inline unsigned long page_free_hint(void)
+{
+    unsigned long n = 0;
+    for (int z = 0; z < MAX_NUMNODES; z++)
+        n += __atomic_load_n(&page_zones[z].free_pages, __ATOMIC_RELAXED);
+    return n;
+}
+
 static inline unsigned long page_clean_takes(void)
 {
     return __atomic_load_n(&page_zones[0].clean_takes, __ATOMIC_RELAXED) +

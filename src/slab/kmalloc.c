@@ -220,6 +220,11 @@ void *kmalloc_large(size_t size, size_t align)
         errno = ENOMEM;
         return NULL;
     }
+    /* Slices the zones hold wholly free go back to the arena first, where
+     * the block can take them, rather than new address space beside them
+     * (a program that freed 1 GiB of small objects asks for 1 GiB). */
+    if (page_free_hint() >= pages)
+        page_release_free(true);
     struct vm_slice *s = vm_direct_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
     if (!s)
         return NULL;
@@ -621,9 +626,11 @@ size_t sk_trim(void)
     if (slab_ready())
         slab_for_each_cache(shrink_one, NULL);
     size_t bytes = page_reclaim(0, true);    /* pages from sk_alloc_pages too */
-    /* Wholly free partial slices go back whole (address space, too).
-     * Arena slices do only under an address-space limit, where the
-     * program may need the space for its own mappings; without one, holes
-     * would only fragment the arena. */
-    return bytes + page_release_free(os_limit_bytes() != SIZE_MAX);
+    /* Wholly free slices go back whole, address space too (glibc's trim
+     * shrinks the heap; a program's VmSize falls again).  An arena slice
+     * leaves a hole, which the arena maps again at its place before it
+     * reserves anything new (vm.c, arena_reclaim_holes). */
+    bytes += page_release_free(true);
+    vm_arena_trim();          /* address space only: not counted as memory */
+    return bytes;
 }

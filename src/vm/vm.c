@@ -65,7 +65,8 @@ struct vm_slice *vm_map_near[VM_NEAR_SLICES] SK_BIG_BSS;
 #define VS_COMMITTED   0x08u  /* read-write (was PROT_NONE while reserved) */
 #define VS_ADV_HUGE    0x10u  /* MADV_HUGEPAGE applied */
 #define VS_ADV_NOHUGE  0x20u  /* MADV_NOHUGEPAGE applied */
-#define VS_HOLE        0x40u  /* (with VS_USED) given back to the OS: never claimed */
+#define VS_HOLE        0x40u  /* (with VS_USED) given back to the OS: claimed again only
+                                * once mapped again at its place (arena_reclaim_holes) */
 
 struct vm_masks {
     uint64_t free[VM_MASK_WORDS];
@@ -306,6 +307,90 @@ nomem:
     return -1;
 }
 
+/*
+ * Holes back into the arena.  A slice given back to the OS (malloc_trim,
+ * or an allocation that failed) is unmapped, so the process's address
+ * space shrinks; its place may since have been taken by another mapping.
+ * When the arena has no run of n slices for a request, the first window
+ * of n slices that are each free or a hole has its holes reserved again
+ * at exactly their places (MAP_FIXED_NOREPLACE: a place taken meanwhile
+ * stays a hole, and the window is given up) as free, never-used slices,
+ * before any new region is reserved: a program that trimmed 1 GiB of
+ * small objects and then asks for a 1 GiB block gets the same address
+ * space back, and no more of it.  The reservations are made with vm_lock
+ * dropped; a racing reclaimer of the same hole gets EEXIST.  Returns
+ * whether a window was made whole.
+ */
+static bool hole_or_free(const struct vm_region *r, uint32_t i)
+{
+    uint8_t st = __atomic_load_n(&r->state[i], __ATOMIC_RELAXED);
+    return !(st & VS_USED) || st == (VS_USED | VS_HOLE);
+}
+
+static bool arena_reclaim_holes(uint32_t n)
+{
+    uint32_t nr = __atomic_load_n(&vm_nr_regions, __ATOMIC_ACQUIRE);
+    for (uint32_t ri = 0; ri < nr; ri++) {
+        struct vm_region *r = __atomic_load_n(&vm_regions[ri], __ATOMIC_ACQUIRE);
+        uint32_t run = 0;
+        for (uint32_t i = 0; i < r->nr; i++) {
+            run = hole_or_free(r, i) ? run + 1 : 0;
+            if (run < n)
+                continue;
+            bool whole = true;
+            for (uint32_t k = i + 1 - n; k <= i && whole; k++) {
+                if (__atomic_load_n(&r->state[k], __ATOMIC_RELAXED) != (VS_USED | VS_HOLE))
+                    continue;
+                if (!os_reserve_at((void *)(r->base + ((uintptr_t)k << SLICE_SHIFT)), SLICE_SIZE)) {
+                    whole = false;
+                    break;
+                }
+                spin_lock(&vm_lock);
+                slice_set_state(r, k, 0);
+                __atomic_store_n(&vm_arena, vm_arena + SLICE_SIZE, __ATOMIC_RELAXED);
+                spin_unlock(&vm_lock);
+            }
+            if (whole)
+                return true;
+            run = 0;
+        }
+    }
+    return false;
+}
+
+/* malloc_trim's share of the arena: every free slice's reservation goes
+ * back to the OS too, a hole from then on (reclaimed as above when the
+ * arena needs room again).  Marked first, under vm_lock, so that no claim
+ * takes a slice being unmapped; one that cannot be unmapped (the process
+ * is at vm.max_map_count) is free again.  Returns the bytes given back. */
+size_t vm_arena_trim(void)
+{
+    size_t bytes = 0;
+    uint32_t nr = __atomic_load_n(&vm_nr_regions, __ATOMIC_ACQUIRE);
+    for (uint32_t ri = 0; ri < nr; ri++) {
+        struct vm_region *r = __atomic_load_n(&vm_regions[ri], __ATOMIC_ACQUIRE);
+        for (uint32_t i = 0; i < r->nr; i++) {
+            spin_lock(&vm_lock);
+            bool take = !(r->state[i] & VS_USED);
+            if (take)
+                slice_set_state(r, i, VS_USED | VS_HOLE);
+            spin_unlock(&vm_lock);
+            if (!take)
+                continue;
+            void *at = (void *)(r->base + ((uintptr_t)i << SLICE_SHIFT));
+            spin_lock(&vm_lock);
+            if (os_unmap(at, SLICE_SIZE) == 0) {
+                __atomic_store_n(&vm_arena, vm_arena - SLICE_SIZE, __ATOMIC_RELAXED);
+                bytes += SLICE_SIZE;
+            } else {
+                slice_set_state(r, i, 0);
+            }
+            spin_unlock(&vm_lock);
+        }
+    }
+    return bytes;
+}
+
 /* ---- headers ---- */
 
 #define VM_HEADER_BYTES SK_ALIGN_UP(sizeof(struct vm_slice) + SLICE_PAGES * VM_DESC_SIZE, SK_PAGE_SIZE)
@@ -482,6 +567,12 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
         got = arena_claim(psize, n, &first);
         if (got < 0)
             spin_unlock(&vm_lock);
+        if (got < 0 && kind == VM_SLICE_DIRECT && arena_reclaim_holes(n)) {
+            spin_lock(&vm_lock);   /* a direct block may fit the holes */
+            got = arena_claim(psize, n, &first);
+            if (got < 0)
+                spin_unlock(&vm_lock);
+        }
     }
     /* Longer than a region, or a direct block (kmalloc beyond 64 MiB) the
      * arena has no room for: a mapping of its own, unmapped when freed.
@@ -493,7 +584,18 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
             goto nomem_header;
     } else {
         uint8_t need = 0;
+        bool reclaimed = false;
         while (got < 0) {
+            if (!reclaimed) {
+                reclaimed = true;     /* the arena's own holes first */
+                if (arena_reclaim_holes(n)) {
+                    spin_lock(&vm_lock);
+                    got = arena_claim(psize, n, &first);
+                    if (got < 0)
+                        spin_unlock(&vm_lock);
+                    continue;
+                }
+            }
             if (arena_grow(n) != 0)
                 goto nomem_header;
             spin_lock(&vm_lock);

@@ -209,6 +209,9 @@ size_t vm_reserved_bytes(void);
 /* Abort, naming it, if a program wrote into the canary page below a
  * region of the arena (a write before the heap's first object). */
 void vm_check_underrun(void);
+/* malloc_trim: the arena's free slices unmapped (holes, reclaimed when the
+ * arena needs room).  Returns the bytes of address space given back. */
+size_t vm_arena_trim(void);
 /* What vm_reserved_bytes reads (relaxed); extern for sk_inspect_root. */
 extern size_t vm_bytes SK_INTERNAL;
 /* Bytes of address space the arena holds (reserved, used or not). */
