@@ -6,14 +6,25 @@
  * allocator that keeps freed memory for reuse returns it only if something
  * ages it while the program sleeps.
  *
- *     idle_rss [-n blocks] [-s MiB] [-t ms] [-i ms]
+ *     idle_rss [-n blocks] [-s MiB] [-o objects] [-t ms] [-i ms] [-T]
+ *
+ * -o: also this many small objects (16-328 bytes), allocated, written and
+ * freed with the blocks.  -T: start and join a thread first, so that the
+ * program has had threads of its own (slabkit starts its purger thread
+ * only in such a program; a single-threaded one trims at free).
  *
  * Prints "idle_rss: base_mib=B peak_mib=P" and then one line per sample,
  * "idle_rss: t_ms=T rss_mib=R" (R: resident MiB above the start).
  */
 #include "bench.h"
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
+
+static void *noop(void *arg)
+{
+    return arg;
+}
 
 /* Resident bytes, read without stdio (which would allocate). */
 static long rss_bytes(void)
@@ -33,28 +44,38 @@ static long rss_bytes(void)
 
 int main(int argc, char **argv)
 {
-    int nblocks = 64, opt;
-    long block_mib = 1, total_ms = 3000, every_ms = 100;
-    while ((opt = getopt(argc, argv, "n:s:t:i:")) != -1) {
+    int nblocks = 64, opt, threaded = 0;
+    long block_mib = 1, total_ms = 3000, every_ms = 100, nobjs = 0;
+    while ((opt = getopt(argc, argv, "n:s:o:t:i:T")) != -1) {
         switch (opt) {
         case 'n': nblocks = atoi(optarg); break;
         case 's': block_mib = atol(optarg); break;
+        case 'o': nobjs = atol(optarg); break;
+        case 'T': threaded = 1; break;
         case 't': total_ms = atol(optarg); break;
         case 'i': every_ms = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: idle_rss [-n blocks] [-s MiB] [-t ms] [-i ms]\n");
+            fprintf(stderr, "usage: idle_rss [-n blocks] [-s MiB] [-o objects] [-t ms] [-i ms] [-T]\n");
             return 1;
         }
     }
-    if (nblocks < 1 || nblocks > 4096 || block_mib < 1 || every_ms < 1) {
+    if (nblocks < 1 || nblocks > 4096 || block_mib < 1 || every_ms < 1 || nobjs < 0 || nobjs > 10000000) {
         fprintf(stderr, "idle_rss: bad arguments\n");
         return 1;
     }
     /* stdout's buffer first, so printing later allocates nothing new. */
     printf("idle_rss: blocks=%d block_mib=%ld\n", nblocks, block_mib);
     fflush(stdout);
+    if (threaded) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, noop, NULL) != 0 || pthread_join(t, NULL) != 0) {
+            fprintf(stderr, "idle_rss: cannot start a thread\n");
+            return 1;
+        }
+    }
     char **blk = calloc((size_t)nblocks, sizeof *blk);
-    if (!blk)
+    char **obj = nobjs ? calloc((size_t)nobjs, sizeof *obj) : NULL;
+    if (!blk || (nobjs && !obj))
         return 1;
     long base = rss_bytes();
     size_t size = (size_t)block_mib << 20;
@@ -67,10 +88,20 @@ int main(int argc, char **argv)
         for (size_t off = 0; off < size; off += 4096)
             blk[i][off] = (char)(i + 1);
     }
+    for (long i = 0; i < nobjs; i++) {
+        if (!(obj[i] = malloc(16 + (size_t)(i % 40) * 8))) {
+            fprintf(stderr, "idle_rss: malloc failed\n");
+            return 1;
+        }
+        memset(obj[i], 1, 16);
+    }
     long peak = rss_bytes();
     for (int i = 0; i < nblocks; i++)
         free(blk[i]);
+    for (long i = 0; i < nobjs; i++)
+        free(obj[i]);
     free(blk);
+    free(obj);
     printf("idle_rss: base_mib=%.1f peak_mib=%.1f\n", base / 1048576.0, (peak - base) / 1048576.0);
     fflush(stdout);
     /* Idle from here: sample, print at the end (no allocator calls). */
