@@ -199,8 +199,6 @@ static unsigned long zone_expand(struct zone *z, struct sk_page *pg, unsigned lo
     return span;
 }
 
-static void zone_trim_grow(struct zone *z);
-
 /* Take a block of `order` off the lists: dirty (resident) memory first,
  * smallest fitting order first.  *span_out: the pages from its start that
  * may be resident (0: clean). */
@@ -214,11 +212,9 @@ static struct sk_page *zone_take(struct zone *z, unsigned order, unsigned long *
             if (!pg)
                 continue;
             uint64_t freed_at = pg->buddy.freed_at;
-            if (clean) {
+            if (clean)
                 __atomic_store_n(&z->clean_takes, z->clean_takes + 1, __ATOMIC_RELAXED);
-                if (unlikely(z->trim_armed))
-                    zone_trim_grow(z);
-            }
+            z->takes++;
             unsigned long span = zone_remove(z, pg);
             *span_out = zone_expand(z, pg, order, o, span, freed_at);
             return pg;
@@ -605,10 +601,13 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
  * caps it.  A loop of large blocks keeps the blocks it reuses (two of
  * the largest); a heap freed whole and left idle keeps about TRIM_FLOOR.
  * A working set freed and allocated again in turns would be given back
- * and faulted in every turn: so a zone that must take clean memory
- * (purged, or fresh) within decay_ms of a trim doubles its threshold
- * (zone_trim_grow), once a trim, up to dirty_max_mb; such a program keeps
- * its working set, as glibc's heap does once its threshold has risen.
+ * and faulted in every turn: so a zone that trims again within decay_ms
+ * of its last trim, having served allocations in between, keeps from then
+ * on what that trim gave back too, at least twice as much as before, up to
+ * dirty_max_mb (zone_trim_grow); such a program keeps its working set, as
+ * glibc's heap does once its threshold has risen.  A burst of frees with
+ * no allocation between them (a program freeing its heap to go idle) does
+ * not raise it.
  * And as jemalloc does with its background thread off, age is checked on
  * the slow paths: blocks free for decay_ms go at the next one.
  */
@@ -624,13 +623,13 @@ static inline unsigned long zone_keep_pages(const struct zone *z)
     return trim < keep ? trim : keep;
 }
 
-/* Clean memory taken soon after a trim (zone lock held): the trim was
- * premature, keep twice as much from now on. */
+/* The last trim gave back what the program came back for (zone lock
+ * held): keep that much more from now on, and at least twice as much. */
 static void zone_trim_grow(struct zone *z)
 {
     unsigned long keep = dirty_keep_pages(), trim = z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
-    z->trim_pages = 2 * trim < keep ? 2 * trim : keep;
-    z->trim_armed = false;
+    unsigned long want = trim + z->trim_purged > 2 * trim ? trim + z->trim_purged : 2 * trim;
+    z->trim_pages = want < keep ? want : keep;
     z->trim_grows++;
 }
 
@@ -674,17 +673,22 @@ static void zone_maybe_reclaim(struct zone *z, uint64_t now)
     if (z->dirty_pages <= keep && now - z->last_decay < decay / 4 + 1)
         return;
     z->last_decay = now;
-    /* Without the purger: a trim now arms zone_trim_grow for decay_ms. */
-    if (z->dirty_pages > keep && keep < dirty_keep_pages()) {
-        z->trim_armed = true;
-        z->trimmed_at = now;
-    } else if (z->trim_armed && now - z->trimmed_at >= decay) {
-        z->trim_armed = false;
+    /* Without the purger, over the threshold: a trim (page.c, "Returning
+     * memory without a thread"). */
+    bool trim = z->dirty_pages > keep && keep < dirty_keep_pages();
+    if (trim && now - z->trimmed_at < decay && z->takes != z->takes_at_trim) {
+        zone_trim_grow(z);
+        keep = zone_keep_pages(z);
     }
     /* Bounded work per call: a few batches. */
-    for (int i = 0; i < 4; i++)
-        if (!zone_reclaim_batch(z, now, decay, keep))
-            break;
+    unsigned long purged = 0, got;
+    for (int i = 0; i < 4 && (got = zone_reclaim_batch(z, now, decay, keep)); i++)
+        purged += got;
+    if (trim) {
+        z->trimmed_at = now;
+        z->takes_at_trim = z->takes;
+        z->trim_purged = purged;
+    }
 }
 
 /* ---- block allocation (zone) ---- */
@@ -963,6 +967,7 @@ static size_t zone_free_back(struct sk_page *first, size_t idx, size_t limit)
 static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, size_t end, uint64_t now)
 {
     bool dirtied = false;
+    z->takes++;
     while (q < end) {
         struct sk_page *b = first + q;
         size_t span = (size_t)1 << b->order;

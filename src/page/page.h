@@ -150,9 +150,10 @@ struct zone {
                                         * beyond decay, twice the largest
                                         * block freed here, at least TRIM_FLOOR
                                         * (page.c, zone_keep_pages) */
-    bool trim_armed;                   /* a trim within decay_ms: taking clean
-                                        * memory doubles trim_pages */
     uint64_t trimmed_at;               /* ms of the last trim */
+    unsigned long takes;               /* blocks and ranges taken (allocations) */
+    unsigned long takes_at_trim;       /* takes at the last trim */
+    unsigned long trim_purged;         /* pages the last trim gave back */
     unsigned long trim_grows;          /* statistics */
     unsigned long grow_gen;            /* bumped whenever memory is added */
     struct vm_slice *partials;         /* partial slices, via zone_next */
