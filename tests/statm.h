@@ -8,6 +8,8 @@
 #ifndef SK_TEST_STATM_H
 #define SK_TEST_STATM_H
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -64,4 +66,14 @@ static inline long resident_pages(const void *p, size_t pages)
     return r;
 }
 
+/* Threads of this process, from /proc/self/status (open/read: opendir
+ * would allocate); -1 if it cannot be read. */
+static inline long proc_threads(void)
+{
+    char buf[4096];
+    if (proc_read("/proc/self/status", buf, sizeof buf) < 0)
+        return -1;
+    const char *t = strstr(buf, "\nThreads:");
+    return t ? atol(t + 9) : -1;
+}
 #endif

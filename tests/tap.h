@@ -131,6 +131,19 @@ static inline int tap_child_stderr(pid_t pid, int fd, char *buf, size_t len)
 }
 
 /* Abort the test with a message (a bail-out, counted as a failure). */
+/* Read fd to its end (or len - 1 bytes) into buf, NUL-terminated,
+ * retrying on EINTR: the child's stdout or stderr.  Returns the length. */
+static inline size_t tap_read_all(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    ssize_t r;
+    while (n < len - 1 && ((r = read(fd, buf + n, len - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0)
+            n += (size_t)r;
+    buf[n] = 0;
+    return n;
+}
+
 #define BAIL(...) do { printf("Bail out! "); printf(__VA_ARGS__); printf("\n"); fflush(stdout); exit(255); } while (0)
 
 /* Fork a child whose stderr goes into a pipe: 0 in the child (stderr

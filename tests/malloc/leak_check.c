@@ -219,17 +219,6 @@ static int child(const char *mode)
 
 /* ---- the parent ---- */
 
-static size_t read_all(int fd, char *buf, size_t len)
-{
-    size_t n = 0;
-    ssize_t r;
-    while (n < len - 1 && ((r = read(fd, buf + n, len - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0)
-            n += (size_t)r;
-    buf[n] = 0;
-    return n;
-}
-
 /* Run argv with SLABKIT_OPTIONS=options (and LD_PRELOAD=preload); stdout
  * and stderr (NUL-terminated) back, the exit status returned. */
 static int run(char *const argv[], const char *options, const char *preload, char *out, size_t outlen, char *err,
@@ -257,8 +246,8 @@ static int run(char *const argv[], const char *options, const char *preload, cha
     waitpid(pid, &st, 0);
     lseek(ofd, 0, SEEK_SET);
     lseek(efd, 0, SEEK_SET);
-    read_all(ofd, out, outlen);
-    read_all(efd, err, errlen);
+    tap_read_all(ofd, out, outlen);
+    tap_read_all(efd, err, errlen);
     close(ofd);
     close(efd);
     unlink(outname);

@@ -153,17 +153,6 @@ static int child(void)
 
 /* ---- the parent ---- */
 
-static size_t slurp(int fd, char *buf, size_t len)
-{
-    size_t n = 0;
-    ssize_t r;
-    while (n < len - 1 && ((r = read(fd, buf + n, len - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0)
-            n += (size_t)r;
-    buf[n] = 0;
-    return n;
-}
-
 static int run(const char *options, char *out, size_t outlen, char *err, size_t errlen)
 {
     int o[2], e[2];
@@ -186,8 +175,8 @@ static int run(const char *options, char *out, size_t outlen, char *err, size_t 
     close(o[1]);
     close(e[1]);
     /* Both pipes stay small enough (a few KiB) not to block the child. */
-    slurp(o[0], out, outlen);
-    slurp(e[0], err, errlen);
+    tap_read_all(o[0], out, outlen);
+    tap_read_all(e[0], err, errlen);
     close(o[0]);
     close(e[0]);
     int st;

@@ -38,15 +38,6 @@
 #define DECAY_MS 200
 #define NBIG 64
 
-static long tasks(void)
-{
-    char buf[4096];
-    if (proc_read("/proc/self/status", buf, sizeof buf) < 0)
-        return -1;
-    const char *t = strstr(buf, "\nThreads:");
-    return t ? atol(t + 9) : -1;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -156,11 +147,11 @@ static int fork_in_handler(void)
     }
     kill(s, SIGKILL);
     waitpid(s, NULL, 0);
-    printf("# %d forks in the loop, %d from the handler, %ld threads\n", forks, (int)handler_forks, tasks());
+    printf("# %d forks in the loop, %d from the handler, %ld threads\n", forks, (int)handler_forks, proc_threads());
     fflush(stdout);
     if (bad || handler_failed)
         return 2;
-    return tasks() == 1 ? 0 : 4;
+    return proc_threads() == 1 ? 0 : 4;
 }
 
 static int unshare_user(void)
@@ -184,7 +175,7 @@ int main(void)
     os_options_parse("decay_ms=200");
     void *(*volatile use_malloc)(size_t) = malloc;   /* slabkit's malloc, not only sk_* */
     free(use_malloc(16));
-    if (statm_bytes(STATM_RESIDENT) <= 0 || tasks() < 0)
+    if (statm_bytes(STATM_RESIDENT) <= 0 || proc_threads() < 0)
         skip_all("no /proc/self/statm or status");
     plan(9);
 
@@ -203,10 +194,10 @@ int main(void)
         free(small[i]);
     for (int i = 0; i < 100; i++)
         free(malloc(4096 + (size_t)i * 512));
-    is(tasks(), 1, "64 MiB of large blocks and 200,000 small objects freed, more mallocs: one thread");
+    is(proc_threads(), 1, "64 MiB of large blocks and 200,000 small objects freed, more mallocs: one thread");
     double at_free = mib(statm_bytes(STATM_RESIDENT) - base);
     sleep_ms(3 * DECAY_MS);
-    is(tasks(), 1, "after 3 x decay_ms asleep: still one thread");
+    is(proc_threads(), 1, "after 3 x decay_ms asleep: still one thread");
     double idle = mib(statm_bytes(STATM_RESIDENT) - base);
     diag("peak +%.1f MiB, after the frees +%.1f MiB, idle +%.1f MiB", peak, at_free, idle);
     struct page_stats st;
@@ -238,7 +229,7 @@ int main(void)
     long purged = (long)st.purged_pages - purged_mid, faults = minflt() - faults_mid;
     ok(purged < 256 && faults < 2048,
        "32 x 1 MiB freed and allocated again, 16 rounds: the last 8 purge %ld pages and fault %ld in", purged, faults);
-    is(tasks(), 1, "... with one thread");
+    is(proc_threads(), 1, "... with one thread");
 
     /* ---- unshare ---- */
     int status = tap_fork_wait(unshare_user);
@@ -252,6 +243,6 @@ int main(void)
     status = tap_fork_wait(fork_in_handler);
     ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
        "1000 forks, SIGUSR1's handler forking too, interrupting them: none hangs (status %#x)", status);
-    is(tasks(), 1, "the test itself still has one thread");
+    is(proc_threads(), 1, "the test itself still has one thread");
     return done_testing();
 }

@@ -52,17 +52,6 @@
 static char *big[NBIG];
 static int bg_off;
 
-/* Threads of this process, from /proc/self/status: read with open/read
- * (opendir would malloc and free 32 KiB, which itself starts the purger). */
-static long tasks(void)
-{
-    char buf[4096];
-    if (proc_read("/proc/self/status", buf, sizeof buf) < 0)
-        return -1;
-    const char *t = strstr(buf, "\nThreads:");
-    return t ? atol(t + 9) : -1;
-}
-
 static long now_ms(void)
 {
     return (long)(os_now_ns() / 1000000);
@@ -189,7 +178,7 @@ static int child(void)
 {
     alarm(20);
     int r = 0;
-    if (tasks() != 1)
+    if (proc_threads() != 1)
         r |= 1;
     char *v[NBIG];
     child_base = statm_bytes(STATM_RESIDENT);
@@ -198,7 +187,7 @@ static int child(void)
     void *(*volatile use_malloc)(size_t) = malloc;   /* slow paths after the frees */
     for (int i = 0; i < 64; i++)
         free(use_malloc(64 << 10));
-    if (tasks() != 1)
+    if (proc_threads() != 1)
         r |= 2;
     if (wait_fall(child_base, 2 * DECAY_MS + 200) < 0)
         r |= 4;
@@ -210,11 +199,11 @@ static int child(void)
 
 static void background_off(void)
 {
-    long t0 = tasks();
+    long t0 = proc_threads();
     long base = statm_bytes(STATM_RESIDENT);
     alloc_touch(big, NBIG, 3);
     free_all(big, NBIG);
-    is(tasks(), t0, "background=0: no purger thread after the frees");
+    is(proc_threads(), t0, "background=0: no purger thread after the frees");
     sleep_ms(3 * DECAY_MS);
     double left = idle_mib(base);
     ok(left <= SLACK_MIB, "background=0: the frees trimmed, idle RSS back within %.0f MiB (%.1f MiB)", SLACK_MIB, left);
@@ -249,16 +238,16 @@ int main(int argc, char **argv)
     }
 
     /* ---- lazily started, idle memory goes back ---- */
-    long t0 = tasks();
+    long t0 = proc_threads();
     long base = statm_bytes(STATM_RESIDENT);
     alloc_touch(big, 8, 1);
-    is(tasks(), t0, "8 x 1 MiB allocated and written (heap under 16 MiB): no purger thread yet (%ld tasks)", t0);
+    is(proc_threads(), t0, "8 x 1 MiB allocated and written (heap under 16 MiB): no purger thread yet (%ld tasks)", t0);
     alloc_touch(big + 8, NBIG - 8, 1);
 #ifdef SK_TSAN
     /* TSan starts a thread of its own with the first pthread_create. */
-    ok(tasks() > t0, "64 x 1 MiB: a purger thread, started from malloc (%ld tasks)", tasks());
+    ok(proc_threads() > t0, "64 x 1 MiB: a purger thread, started from malloc (%ld tasks)", proc_threads());
 #else
-    is(tasks(), t0 + 1, "64 x 1 MiB (heap past 16 MiB): one purger thread, started from malloc");
+    is(proc_threads(), t0 + 1, "64 x 1 MiB (heap past 16 MiB): one purger thread, started from malloc");
 #endif
     double peak = mib(statm_bytes(STATM_RESIDENT) - base);
     free_all(big, NBIG);
