@@ -19,8 +19,12 @@
  * prefix only, outside the arena, grown in place) instead.  A wholly free
  * buddy slice can be given back (vm_slice_release): a partial one is
  * unmapped; an arena one is unmapped too and stays a *hole* in its region,
- * marked used with no owner, never claimed again (another mapping may have
- * taken its place), so that the address space returns to the OS.
+ * marked used with no owner, so that the address space returns to the OS;
+ * malloc_trim makes holes of the arena's free slices too (vm_arena_trim).
+ * Another mapping may take a hole's place, so the arena claims it again
+ * only by reserving it anew at exactly that place (arena_reclaim_holes),
+ * before it reserves a new region.  Every system call of these runs with
+ * vm_lock dropped; slice states are read and changed under it.
  *
  * Invariants:
  *  - The map entry of slice i (vm_map_root/leaf) is non-NULL exactly while
@@ -296,7 +300,9 @@ static int arena_grow(uint32_t n)
     if (vm_nr_regions == 0)
         map_near_open(r->base);
     __atomic_store_n(&vm_regions[vm_nr_regions], r, __ATOMIC_RELEASE);
-    vm_nr_regions++;
+    /* Release: a reader without vm_lock (vm_check_underrun) that sees
+     * the count sees the region. */
+    __atomic_store_n(&vm_nr_regions, vm_nr_regions + 1, __ATOMIC_RELEASE);
     /* Read without vm_lock (sizing the next region, statistics). */
     __atomic_store_n(&vm_arena_slices, vm_arena_slices + want, __ATOMIC_RELAXED);
     __atomic_store_n(&vm_arena, vm_arena + ((size_t)want << SLICE_SHIFT), __ATOMIC_RELAXED);
@@ -323,8 +329,20 @@ nomem:
  */
 static bool hole_or_free(const struct vm_region *r, uint32_t i)
 {
-    uint8_t st = __atomic_load_n(&r->state[i], __ATOMIC_RELAXED);
-    return !(st & VS_USED) || st == (VS_USED | VS_HOLE);
+    return !(r->state[i] & VS_USED) || r->state[i] == (VS_USED | VS_HOLE);
+}
+
+/* The first slice of a window of n free-or-hole slices in r, or -1
+ * (vm_lock held). */
+static long hole_window(const struct vm_region *r, uint32_t n)
+{
+    uint32_t run = 0;
+    for (uint32_t i = 0; i < r->nr; i++) {
+        run = hole_or_free(r, i) ? run + 1 : 0;
+        if (run >= n)
+            return (long)(i + 1 - n);
+    }
+    return -1;
 }
 
 static bool arena_reclaim_holes(uint32_t n)
@@ -332,28 +350,29 @@ static bool arena_reclaim_holes(uint32_t n)
     uint32_t nr = __atomic_load_n(&vm_nr_regions, __ATOMIC_ACQUIRE);
     for (uint32_t ri = 0; ri < nr; ri++) {
         struct vm_region *r = __atomic_load_n(&vm_regions[ri], __ATOMIC_ACQUIRE);
-        uint32_t run = 0;
-        for (uint32_t i = 0; i < r->nr; i++) {
-            run = hole_or_free(r, i) ? run + 1 : 0;
-            if (run < n)
-                continue;
-            bool whole = true;
-            for (uint32_t k = i + 1 - n; k <= i && whole; k++) {
-                if (__atomic_load_n(&r->state[k], __ATOMIC_RELAXED) != (VS_USED | VS_HOLE))
-                    continue;
-                if (!os_reserve_at((void *)(r->base + ((uintptr_t)k << SLICE_SHIFT)), SLICE_SIZE)) {
-                    whole = false;
-                    break;
-                }
-                spin_lock(&vm_lock);
-                slice_set_state(r, k, 0);
-                __atomic_store_n(&vm_arena, vm_arena + SLICE_SIZE, __ATOMIC_RELAXED);
-                spin_unlock(&vm_lock);
+        spin_lock(&vm_lock);
+        long w = hole_window(r, n);
+        spin_unlock(&vm_lock);
+        if (w < 0)
+            continue;
+        bool whole = true;
+        for (uint32_t k = (uint32_t)w; k < (uint32_t)w + n && whole; k++) {
+            spin_lock(&vm_lock);
+            bool hole = r->state[k] == (VS_USED | VS_HOLE);
+            spin_unlock(&vm_lock);
+            if (!hole)
+                continue;          /* free already, or taken meanwhile: the claim decides */
+            if (!os_reserve_at((void *)(r->base + ((uintptr_t)k << SLICE_SHIFT)), SLICE_SIZE)) {
+                whole = false;     /* its place is another mapping's now */
+                break;
             }
-            if (whole)
-                return true;
-            run = 0;
+            spin_lock(&vm_lock);
+            slice_set_state(r, k, 0);
+            __atomic_store_n(&vm_arena, vm_arena + SLICE_SIZE, __ATOMIC_RELAXED);
+            spin_unlock(&vm_lock);
         }
+        if (whole)
+            return true;
     }
     return false;
 }
@@ -378,14 +397,14 @@ size_t vm_arena_trim(void)
             if (!take)
                 continue;
             void *at = (void *)(r->base + ((uintptr_t)i << SLICE_SHIFT));
+            bool gone = os_unmap(at, SLICE_SIZE) == 0;     /* no lock across it */
             spin_lock(&vm_lock);
-            if (os_unmap(at, SLICE_SIZE) == 0) {
+            if (gone)
                 __atomic_store_n(&vm_arena, vm_arena - SLICE_SIZE, __ATOMIC_RELAXED);
-                bytes += SLICE_SIZE;
-            } else {
+            else
                 slice_set_state(r, i, 0);
-            }
             spin_unlock(&vm_lock);
+            bytes += gone ? SLICE_SIZE : 0;
         }
     }
     return bytes;
