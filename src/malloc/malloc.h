@@ -35,6 +35,11 @@ static inline size_t malloc_size(size_t n)
 }
 
 void *malloc_slow(size_t size);
+/* Above the classes: this CPU's page lists, else malloc_slow.  Out of line,
+ * so that malloc itself holds nothing across a call: gcc otherwise kept
+ * the size in a callee-saved register, saved and restored on every
+ * malloc, whenever the fast paths above changed shape. */
+void *malloc_large(size_t size);
 /* malloc_stats' lines in glibc's format, on fd (info.c). */
 void malloc_stats_glibc(int fd);
 
@@ -52,9 +57,7 @@ static SK_ALWAYS_INLINE void *malloc_inline(size_t size)
         if (likely(obj))
             return obj;
     } else {
-        void *obj = kmalloc_large_fast(size);   /* 16-256 KiB: this CPU's page lists */
-        if (likely(obj))
-            return obj;
+        return malloc_large(size);   /* 16-256 KiB: this CPU's page lists */
     }
     return malloc_slow(size);
 }

@@ -198,6 +198,12 @@ static void malloc_layer_init(void)
     atfork_register();
 }
 
+SK_NOINLINE void *malloc_large(size_t size)
+{
+    void *obj = kmalloc_large_fast(size);
+    return likely(obj) ? obj : malloc_slow(size);
+}
+
 SK_NOINLINE void *malloc_slow(size_t size)
 {
     void *p = kmalloc_slow(malloc_size(size));
