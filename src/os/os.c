@@ -136,6 +136,11 @@ void *os_reserve(size_t size, size_t align)
     int saved = errno;
     return os_errno_restore(map_aligned(size, align, PROT_NONE), saved);
 }
+void *os_map_ro(size_t size, size_t align)
+{
+    int saved = errno;
+    return os_errno_restore(map_aligned(size, align, PROT_READ), saved);
+}
 void *os_map(size_t size, size_t align)
 {
     int saved = errno;

@@ -75,6 +75,9 @@ void *os_map(size_t size, size_t align);
  * anything: NULL with errno EEXIST when part of the range is taken,
  * ENOMEM when the OS refuses. */
 void *os_map_fixed(void *at, size_t size);
+/* Map read-only zeros, aligned (as os_map): reads see zeros and cost no
+ * memory, and none of it counts as data (RLIMIT_DATA) until os_commit. */
+void *os_map_ro(size_t size, size_t align);
 /* Reserve (PROT_NONE, as os_reserve) exactly at `at`, or NULL without
  * touching what is there. */
 void *os_reserve_at(void *at, size_t size);

@@ -415,8 +415,40 @@ size_t vm_arena_trim(void)
 #define VM_HEADER_BYTES SK_ALIGN_UP(sizeof(struct vm_slice) + SLICE_PAGES * VM_DESC_SIZE, SK_PAGE_SIZE)
 _Static_assert(VM_HEADER_BYTES <= VM_HEADER_ALIGN, "a slice header fits its alignment");
 
-/* A header with zeroed descriptors: a released one, or a new mapping. */
-static struct vm_slice *header_get(size_t desc_size)
+/*
+ * Headers.  A slice's header holds a descriptor for every page of the
+ * slice: 1 MiB.  A partial slice (under an address-space limit) maps a
+ * prefix of its slice and grows it in place, and its descriptors past the
+ * prefix are only ever read, as zeros (a buddy there never merges).  So
+ * its header is mapped read-only and made read-write as far as the prefix
+ * needs (header_commit, from vm_partial_new and vm_partial_grow): two
+ * partial slices of 1 MiB took 2 MiB of a process's RLIMIT_DATA, and now
+ * take 40 KiB.  `committed` says how far a header is read-write; a spare
+ * header keeps it, and serves a whole slice only once made whole.
+ */
+static void header_put(struct vm_slice *s);
+
+static size_t header_need(size_t bytes)
+{
+    size_t n = SK_ALIGN_UP(sizeof(struct vm_slice) + (bytes >> SK_PAGE_SHIFT) * VM_DESC_SIZE, SK_PAGE_SIZE);
+    return n < VM_HEADER_BYTES ? n : VM_HEADER_BYTES;
+}
+
+/* Make s read-write as far as `need` bytes: 0, or -1 (the OS refused). */
+static int header_commit(struct vm_slice *s, size_t need)
+{
+    size_t have = s->committed;
+    if (need <= have)
+        return 0;
+    if (os_commit((char *)s + have, need - have) != 0)
+        return -1;
+    s->committed = need;
+    return 0;
+}
+
+/* A header with zeroed descriptors, read-write for `need` bytes at least:
+ * a released one, or a new mapping. */
+static struct vm_slice *header_get_for(size_t desc_size, size_t need)
 {
     if (desc_size > VM_DESC_SIZE)
         os_fatal("slice descriptors of %zu bytes exceed VM_DESC_SIZE", desc_size);
@@ -425,13 +457,39 @@ static struct vm_slice *header_get(size_t desc_size)
     if (s)
         vm_spare = s->next;
     spin_unlock(&vm_lock);
-    if (!s)
-        return os_map(VM_HEADER_BYTES, VM_HEADER_ALIGN);
+    if (!s) {
+        if (need == VM_HEADER_BYTES) {
+            s = os_map(VM_HEADER_BYTES, VM_HEADER_ALIGN);
+            if (s)
+                s->committed = VM_HEADER_BYTES;
+            return s;
+        }
+        s = os_map_ro(VM_HEADER_BYTES, VM_HEADER_ALIGN);
+        if (!s)
+            return NULL;
+        if (os_commit(s, need) != 0) {
+            os_unmap(s, VM_HEADER_BYTES);
+            return NULL;
+        }
+        s->committed = need;
+        return s;
+    }
     /* Only pages[0] is ever written in a released header of a direct or
      * user run, and a released buddy slice's header was purged: the rest
      * of its descriptors are still zero. */
+    size_t committed = s->committed;
     memset(s, 0, sizeof *s + VM_DESC_SIZE);
+    s->committed = committed;
+    if (header_commit(s, need) != 0) {
+        header_put(s);
+        return NULL;
+    }
     return s;
+}
+
+static struct vm_slice *header_get(size_t desc_size)
+{
+    return header_get_for(desc_size, VM_HEADER_BYTES);
 }
 
 static void header_put(struct vm_slice *s)
@@ -574,9 +632,10 @@ static void run_return(uint32_t region, uint32_t first, uint32_t n);
 /* A published run of n slices of `kind` serving psize; NULL, errno ENOMEM. */
 static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_t n, size_t desc_size)
 {
-    struct vm_slice *s = header_get(desc_size);
-    if (!s)
-        goto nomem;
+    /* The header is taken once the run is had: taken before, a failed run
+     * put a whole read-write header on the spare list, which the partial
+     * slice that follows under a limit then took (header_get_for). */
+    struct vm_slice *s;
     void *mem;
     uint32_t ri = VM_NO_REGION, first = 0;
     uint8_t st = state_for(psize);
@@ -600,7 +659,7 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
     if (got < 0 && (n > VM_REGION_SLICES || kind == VM_SLICE_DIRECT)) {
         mem = run_map_outside(n, psize);
         if (!mem)
-            goto nomem_header;
+            goto nomem;
     } else {
         uint8_t need = 0;
         bool reclaimed = false;
@@ -616,7 +675,7 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
                 }
             }
             if (arena_grow(n) != 0)
-                goto nomem_header;
+                goto nomem;
             spin_lock(&vm_lock);
             got = arena_claim(psize, n, &first);
             if (got < 0)
@@ -637,17 +696,20 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
             for (uint32_t i = first; i < first + n; i++)
                 slice_set_state(r, i, 0);   /* not committed, not advised: redo all next time */
             spin_unlock(&vm_lock);
-            goto nomem_header;
+            goto nomem;
         }
     }
-    if (map_leaves((uintptr_t)mem, n) != 0) {
-        /* No leaf for its map entries (the OS refused 8 KiB): give the
-         * run back as it came. */
+    s = header_get(desc_size);
+    if (!s || map_leaves((uintptr_t)mem, n) != 0) {
+        /* No header, or no leaf for its map entries (the OS refused):
+         * give the run back as it came. */
         if (ri == VM_NO_REGION)
             os_unmap(mem, (size_t)n << SLICE_SHIFT);
         else
             run_return(ri, first, n);
-        goto nomem_header;
+        if (s)
+            header_put(s);
+        goto nomem;
     }
     s->base = (uintptr_t)mem;
     s->size = (size_t)n << SLICE_SHIFT;
@@ -659,8 +721,6 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
     s->first = first;
     publish(s);
     return s;
-nomem_header:
-    header_put(s);
 nomem:
     errno = ENOMEM;
     return NULL;
@@ -744,7 +804,7 @@ void vm_direct_free(struct vm_slice *s)
 
 struct vm_slice *vm_partial_new(size_t bytes, size_t desc_size)
 {
-    struct vm_slice *s = header_get(desc_size);
+    struct vm_slice *s = header_get_for(desc_size, header_need(bytes));
     if (!s)
         goto nomem;
     void *mem = os_map(bytes, SLICE_SIZE);
@@ -775,6 +835,10 @@ int vm_partial_grow(struct vm_slice *s, size_t bytes)
     size_t old = s->mapped;
     if (bytes <= old)
         return 0;
+    if (header_commit(s, header_need(bytes)) != 0) {   /* its descriptors first */
+        errno = ENOMEM;
+        return -1;
+    }
     if (!os_map_fixed((void *)(s->base + old), bytes - old)) {
         if (errno != EEXIST)
             errno = ENOMEM;

@@ -110,7 +110,10 @@ struct vm_slice {
     uint32_t huge_from;           /* a base slice: MADV_HUGEPAGE applied from
                                    * this page on (0: nowhere; grow_lock) */
     struct vm_slice *zone_next;   /* (zone lock) the zone's partial slices */
-    uint64_t unused[6];
+    size_t committed;             /* header bytes read-write from its start; the
+                                   * rest read-only zeros (a partial slice's
+                                   * descriptors past its mapped prefix) */
+    uint64_t unused[5];
     /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 128). */
     unsigned char pages[];
 };
