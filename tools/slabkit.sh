@@ -3,7 +3,7 @@
 #   slabkit [--slabinfo] [--leak-check] [--options K=V,...] PROGRAM ARGS...
 # --slabinfo       print the program's slabinfo to stderr when it exits
 # --leak-check     report unreferenced heap objects when it exits (kmemleak)
-# --options K=V,.. append to SLABKIT_OPTIONS (see README.md)
+# --options K=V,.. append to SLABKIT_OPTIONS (see docs/options.md)
 # The library next to the script, by an absolute path (programs may chdir),
 # found through symlinks to the script.  `make install` rewrites this line.
 LIB="$(cd "$(dirname "$(readlink -f "$0" 2>/dev/null || echo "$0")")" && pwd)/libslabkit.so"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# leak_preload.t — the README's leaky.c under LD_PRELOAD=libslabkit.so with
+# leak_preload.t — docs/heap_bugs.md's leaky.c under LD_PRELOAD=libslabkit.so with
 # leak_check=1, plus a function that mallocs 100 bytes, writes them and
 # drops the pointer: all three leaks are reported, conn-0 (the process's
 # first malloc, at the heap's base, which slabkit's own data once kept
