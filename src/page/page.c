@@ -613,13 +613,18 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
  */
 #define TRIM_FLOOR_PAGES ((1ul << 20) >> SK_PAGE_SHIFT)
 
+/* The trim threshold, not yet capped by dirty_max_mb. */
+static inline unsigned long zone_trim_limit(const struct zone *z)
+{
+    return z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
+}
+
 static inline unsigned long zone_keep_pages(const struct zone *z)
 {
-    unsigned long keep = dirty_keep_pages();
+    unsigned long keep = dirty_keep_pages(), trim = zone_trim_limit(z);
     /* The thread runs, or will: a slow path starts it (page_purger_poll). */
     if (page_purger_running() || (sk_opt.background && os_threaded()))
         return keep;
-    unsigned long trim = z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
     return trim < keep ? trim : keep;
 }
 
@@ -627,10 +632,8 @@ static inline unsigned long zone_keep_pages(const struct zone *z)
  * held): keep that much more from now on, and at least twice as much. */
 static void zone_trim_grow(struct zone *z)
 {
-    unsigned long keep = dirty_keep_pages(), trim = z->trim_pages > TRIM_FLOOR_PAGES ? z->trim_pages : TRIM_FLOOR_PAGES;
-    unsigned long want = trim + z->trim_purged > 2 * trim ? trim + z->trim_purged : 2 * trim;
-    z->trim_pages = want < keep ? want : keep;
-    z->trim_grows++;
+    unsigned long trim = zone_trim_limit(z);
+    z->trim_pages = trim + (z->trim_purged > trim ? z->trim_purged : trim);
 }
 
 /* A block of nr pages freed into z (locked): the trim threshold follows. */

@@ -154,7 +154,6 @@ struct zone {
     unsigned long takes;               /* blocks and ranges taken (allocations) */
     unsigned long takes_at_trim;       /* takes at the last trim */
     unsigned long trim_purged;         /* pages the last trim gave back */
-    unsigned long trim_grows;          /* statistics */
     unsigned long grow_gen;            /* bumped whenever memory is added */
     struct vm_slice *partials;         /* partial slices, via zone_next */
     /* Growth: one thread at a time maps memory for the zone (taken
