@@ -217,6 +217,17 @@ static long arena_claim(unsigned psize, uint32_t n, uint32_t *first)
     return -1;
 }
 
+/* arena_claim under vm_lock: on success the lock is still held (the
+ * caller sets the run's states, then drops it); on failure it is not. */
+static long arena_claim_locked(unsigned psize, uint32_t n, uint32_t *first)
+{
+    spin_lock(&vm_lock);
+    long got = arena_claim(psize, n, first);
+    if (got < 0)
+        spin_unlock(&vm_lock);
+    return got;
+}
+
 /*
  * The page just below a region, mapped zero where it is free: a canary.
  * A slab's first object may start at the region's base, with no header
@@ -229,10 +240,7 @@ static long arena_claim(unsigned psize, uint32_t n, uint32_t *first)
  */
 static uintptr_t region_guard(uintptr_t base)
 {
-    int saved = errno;
-    void *g = os_map_fixed((void *)(base - SK_PAGE_SIZE), SK_PAGE_SIZE);
-    errno = saved;
-    return (uintptr_t)g;
+    return (uintptr_t)os_map_fixed((void *)(base - SK_PAGE_SIZE), SK_PAGE_SIZE);
 }
 
 void vm_check_underrun(void)
@@ -641,16 +649,9 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
     uint8_t st = state_for(psize);
     long got = -1;
     if (n <= VM_REGION_SLICES) {
-        spin_lock(&vm_lock);
-        got = arena_claim(psize, n, &first);
-        if (got < 0)
-            spin_unlock(&vm_lock);
-        if (got < 0 && kind == VM_SLICE_DIRECT && arena_reclaim_holes(n)) {
-            spin_lock(&vm_lock);   /* a direct block may fit the holes */
-            got = arena_claim(psize, n, &first);
-            if (got < 0)
-                spin_unlock(&vm_lock);
-        }
+        got = arena_claim_locked(psize, n, &first);
+        if (got < 0 && arena_reclaim_holes(n))    /* the arena's own holes first */
+            got = arena_claim_locked(psize, n, &first);
     }
     /* Longer than a region, or a direct block (kmalloc beyond 64 MiB) the
      * arena has no room for: a mapping of its own, unmapped when freed.
@@ -662,24 +663,10 @@ static struct vm_slice *run_new(enum vm_slice_kind kind, unsigned psize, uint32_
             goto nomem;
     } else {
         uint8_t need = 0;
-        bool reclaimed = false;
         while (got < 0) {
-            if (!reclaimed) {
-                reclaimed = true;     /* the arena's own holes first */
-                if (arena_reclaim_holes(n)) {
-                    spin_lock(&vm_lock);
-                    got = arena_claim(psize, n, &first);
-                    if (got < 0)
-                        spin_unlock(&vm_lock);
-                    continue;
-                }
-            }
             if (arena_grow(n) != 0)
                 goto nomem;
-            spin_lock(&vm_lock);
-            got = arena_claim(psize, n, &first);
-            if (got < 0)
-                spin_unlock(&vm_lock);
+            got = arena_claim_locked(psize, n, &first);
         }
         ri = (uint32_t)got;
         struct vm_region *r = vm_regions[ri];
