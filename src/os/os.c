@@ -129,33 +129,13 @@ static void *map_aligned(size_t size, size_t align, int prot)
     return a;
 }
 
-/* Each leaves errno as it was when it succeeds: the tries before it
- * (EEXIST from an address taken) are no business of the caller's. */
-void *os_reserve(size_t size, size_t align)
-{
-    int saved = errno;
-    return os_errno_restore(map_aligned(size, align, PROT_NONE), saved);
-}
-void *os_map_ro(size_t size, size_t align)
-{
-    int saved = errno;
-    return os_errno_restore(map_aligned(size, align, PROT_READ), saved);
-}
-void *os_map(size_t size, size_t align)
-{
-    int saved = errno;
-    return os_errno_restore(map_aligned(size, align, PROT_READ | PROT_WRITE), saved);
-}
-void *os_reserve_at(void *at, size_t size)
-{
-    int saved = errno;
-    return os_errno_restore(map_at(at, size, PROT_NONE), saved);
-}
-void *os_map_fixed(void *at, size_t size)
-{
-    int saved = errno;
-    return os_errno_restore(map_at(at, size, PROT_READ | PROT_WRITE), saved);
-}
+/* errno as mmap left it, also when they succeed after a refused try: the
+ * public entry points put the caller's back (os_errno_restore). */
+void *os_reserve(size_t size, size_t align) { return map_aligned(size, align, PROT_NONE); }
+void *os_map_ro(size_t size, size_t align) { return map_aligned(size, align, PROT_READ); }
+void *os_map(size_t size, size_t align) { return map_aligned(size, align, PROT_READ | PROT_WRITE); }
+void *os_reserve_at(void *at, size_t size) { return map_at(at, size, PROT_NONE); }
+void *os_map_fixed(void *at, size_t size) { return map_at(at, size, PROT_READ | PROT_WRITE); }
 
 size_t os_limit_bytes(void)
 {

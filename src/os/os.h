@@ -49,8 +49,9 @@
 /* errno across a call that succeeded: what the caller had.  The allocator
  * retries internally (a mapping refused at one address, placed at the
  * next; a file of /sys that is not there), and a malloc that worked must
- * not show that (glibc leaves errno alone on success).  Save at a slow
- * path's entry, restore when it returns a result. */
+ * not show that (glibc leaves errno alone on success).  Save at the entry
+ * of every public call that can allocate (its slow path), restore when it
+ * returns a result; the os_* calls below leave errno as the kernel did. */
 static inline void *os_errno_restore(void *result, int saved)
 {
     if (result)

@@ -304,7 +304,7 @@ struct sk_page *shmem_find_page(struct sk_file *f, uint64_t index)
 
 /* ---- the API ---- */
 
-sk_file_t *sk_file_create(const char *name)
+static sk_file_t *file_create(const char *name)
 {
     if (shmem_init() != 0)
         return NULL;
@@ -332,6 +332,13 @@ sk_file_t *sk_file_create(const char *name)
     lock_release(&f->lock);
     __atomic_fetch_add(&shmem_files, 1, __ATOMIC_RELAXED);
     return f;
+}
+
+/* errno is the caller's again when the file is made (os_errno_restore). */
+sk_file_t *sk_file_create(const char *name)
+{
+    int saved = errno;
+    return os_errno_restore(file_create(name), saved);
 }
 
 void sk_file_destroy(sk_file_t *f)
@@ -370,7 +377,7 @@ static bool bad_range(size_t len, off_t off)
     return false;
 }
 
-ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
+static ssize_t file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
 {
     if (bad_range(len, off))
         return -1;
@@ -422,6 +429,16 @@ ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
         lock_release(&f->lock);
     }
     return (ssize_t)len;
+}
+
+/* errno is the caller's again when the write succeeds. */
+ssize_t sk_file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
+{
+    int saved = errno;
+    ssize_t n = file_pwrite(f, buf, len, off);
+    if (n >= 0)
+        errno = saved;
+    return n;
 }
 
 ssize_t sk_file_pread(sk_file_t *f, void *buf, size_t len, off_t off)
