@@ -4,7 +4,10 @@
  * Invariants (see cpu.h for the array layout):
  *  - cpu_use_rseq and cpu_rseq_ids are written once, by cpu_init(), before
  *    any array holds a pointer; afterwards every thread reaches arrays the
- *    same way.  A sequence runs only on an index below cpu_rseq_ids.
+ *    same way.  Every set is made after cpu_init and copies the bounds
+ *    into its header; a sequence runs only on an index below its set's
+ *    seq_ids, a locked operation only on a slot below its set's slots.
+ *    The always-empty set (read-only) has both at 0.
  *  - In rseq mode an array of a CPU is modified only by rseq sequences
  *    running on that CPU, or by a drainer that holds its lock AND has
  *    published CPU_ARRAY_LOCKED in count AND has seen a membarrier(RSEQ) on
@@ -36,8 +39,8 @@ static bool cpu_ready;
 bool cpu_membarrier_ok;
 int cpu_nr_ids = 1;
 
-/* Before init every cache points at these: always empty, always full. */
-char cpu_empty_mem[(size_t)(CPU_MAX_IDS + 1) * CPU_ARRAY_STRIDE] __attribute__((aligned(CACHE_LINE))) SK_BIG_BSS;
+/* Always empty, always full, and no slot in it (cpu.h). */
+const char cpu_empty_mem[CPU_ARRAY_BYTES] __attribute__((aligned(CACHE_LINE))) = { 0 };
 
 __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) = -1;
 
@@ -110,9 +113,19 @@ void cpu_pool_atfork_child(struct cpu_pool *p)
 
 static struct cpu_pool array_pool;
 
+/* A set's header: the bounds of this process's mode, final after cpu_init. */
+static cpu_arrays_t set_head(cpu_arrays_t tab)
+{
+    struct cpu_set_head *h = (struct cpu_set_head *)((char *)tab + CPU_SET_HEAD);
+    h->seq_ids = (uint32_t)cpu_rseq_ids;
+    h->slots = (uint32_t)cpu_nr_slots();
+    return tab;
+}
+
 cpu_arrays_t cpu_arrays_alloc(void)
 {
-    return cpu_pool_alloc(&array_pool, CPU_ARRAY_BYTES, cpu_nr_slots());
+    cpu_arrays_t tab = cpu_pool_alloc(&array_pool, CPU_ARRAY_BYTES, cpu_nr_slots());
+    return tab ? set_head(tab) : NULL;
 }
 
 void cpu_pool_clear(void *col, size_t width, int rows)
@@ -124,13 +137,14 @@ void cpu_pool_clear(void *col, size_t width, int rows)
 void cpu_arrays_clear(cpu_arrays_t tab)
 {
     cpu_pool_clear(tab, CPU_ARRAY_BYTES, cpu_nr_slots());
+    set_head(tab);
 }
 
 cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
 {
     if (cap > CPU_ARRAY_MAX)
         cap = CPU_ARRAY_MAX;
-    cpu_arrays_t tab = mem;
+    cpu_arrays_t tab = set_head(mem);
     /* The memory is zero: word 0, cap 0 and a NULL sentinel already; with
      * cap 0 (slab caches: cpu_array_ready sets it on first use) nothing
      * needs writing. */
@@ -145,7 +159,7 @@ cpu_arrays_t cpu_arrays_init(void *mem, unsigned cap)
 static struct cpu_array *this_array(cpu_arrays_t tab)
 {
     int cpu = cpu_use_rseq ? cpu_current() : cpu_slot();
-    if (cpu > cpu_nr_ids || tab == cpu_empty_arrays)
+    if (!cpu_set_has(tab, cpu))
         return NULL;
     return cpu_array_at(tab, cpu);
 }
@@ -189,6 +203,8 @@ void cpu_array_grow(cpu_arrays_t tab, unsigned cap)
 
 void cpu_array_trim(cpu_arrays_t tab, int slot, unsigned cap)
 {
+    if (!cpu_set_has(tab, slot))
+        return;
     struct cpu_array *a = cpu_array_at(tab, slot);
     if (cap && __atomic_load_n(&a->cap, __ATOMIC_RELAXED) > cap)
         set_cap(a, cap, false);
@@ -217,9 +233,14 @@ void cpu_atfork_child(void)
 
 /* ---- fallback: the same arrays under their locks ---- */
 
+/* This thread's slot's array, locked; NULL in the empty set (a table not
+ * pointed at its cache yet, or a mode without arrays: empty and full). */
 static inline struct cpu_array *locked_array(cpu_arrays_t tab)
 {
-    struct cpu_array *a = cpu_array_at(tab, cpu_slot());
+    int slot = cpu_slot();
+    if (unlikely(!cpu_set_has(tab, slot)))
+        return NULL;
+    struct cpu_array *a = cpu_array_at(tab, slot);
     spin_lock(&a->lock);
     return a;
 }
@@ -234,6 +255,8 @@ void *cpu_pop_locked(cpu_arrays_t tab)
 static int push_locked(cpu_arrays_t tab, void *obj)
 {
     struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
     int r = 0;
     unsigned n = (unsigned)a->word & 0xffff;
     if (n < a->cap) {
@@ -257,7 +280,7 @@ int cpu_push_locked(cpu_arrays_t tab, void *obj)
     __asm__ volatile goto(
         CPU_PUSH_SEQ(full, dup)
         :
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"
         : full, dup, fallback);
     return 1;
@@ -273,6 +296,8 @@ fallback:
 static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 {
     struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
     unsigned n = (unsigned)a->word & 0xffff;
     if (n > CPU_ARRAY_COUNT)
         n = 0;
@@ -286,6 +311,8 @@ static unsigned pop_batch_locked(cpu_arrays_t tab, void **buf, unsigned max)
 static unsigned push_batch_locked(cpu_arrays_t tab, void **buf, unsigned n)
 {
     struct cpu_array *a = locked_array(tab);
+    if (!a)
+        return 0;
     unsigned cnt = (unsigned)a->word & 0xffff;
     unsigned room = cnt < a->cap ? a->cap - cnt : 0;
     unsigned m = n < room ? n : room;
@@ -332,7 +359,7 @@ unsigned cpu_pop_batch(cpu_arrays_t tab, void **buf, unsigned max)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [k] "=&r"(k)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [buf] "r"(buf), [max] "r"(max)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [max] "r"(max)
         : "rax", "rcx", "r8", "r9", "r10", "r11", "memory", "cc"
         : empty, fallback);
     return k;
@@ -376,7 +403,7 @@ unsigned cpu_push_batch(cpu_arrays_t tab, void **buf, unsigned n)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [m] "=&r"(m)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [buf] "r"(buf), [n] "r"(n)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [buf] "r"(buf), [n] "r"(n)
         : "rax", "rcx", "r9", "r10", "r11", "memory", "cc"
         : full, fallback);
     return m;
@@ -389,11 +416,13 @@ fallback:
 
 unsigned cpu_array_count(cpu_arrays_t tab, int cpu)
 {
-    return cpu_array_len(cpu_array_at(tab, cpu));
+    return cpu_set_has(tab, cpu) ? cpu_array_len(cpu_array_at(tab, cpu)) : 0;
 }
 
 uint64_t cpu_array_ops(cpu_arrays_t tab, int cpu)
 {
+    if (!cpu_set_has(tab, cpu))
+        return 0;
     return __atomic_load_n(&cpu_array_at(tab, cpu)->word, __ATOMIC_RELAXED) >> 16;
 }
 
@@ -422,6 +451,8 @@ static SK_NOINLINE unsigned drain_by_visit(cpu_arrays_t tab, int cpu, void **buf
 
 unsigned cpu_drain_remote(cpu_arrays_t tab, int cpu, void **buf, unsigned max)
 {
+    if (!cpu_set_has(tab, cpu))
+        return 0;
     struct cpu_array *a = cpu_array_at(tab, cpu);
     if (__atomic_load_n(&a->cap, __ATOMIC_RELAXED) == 0)
         return 0;

@@ -14,15 +14,17 @@
  * Which one is decided once, by cpu_init(), for the whole process, from
  * glibc's own verdict (__rseq_size is 0 unless the main thread registered):
  * mixing would let a locked operation and an rseq race on one array.  Every
- * sequence starts by checking the CPU id against cpu_rseq_ids, which is
- * cpu_nr_ids in rseq mode and 0 otherwise (and before init).  One unsigned
+ * sequence starts by checking the CPU id against the bound its set
+ * carries (struct cpu_set_head): cpu_rseq_ids, which is cpu_nr_ids in rseq
+ * mode and 0 otherwise, or 0 in the always-empty set.  One unsigned
  * compare so sends to the locked path: a thread without rseq (id -1/-2), a
- * CPU id past the arrays, and every thread of a fallback-mode process.
+ * CPU id past the arrays, every thread of a fallback-mode process, and
+ * every operation on the empty set (which then finds no slot).
  * In rseq mode such a thread uses the shared slot (index cpu_nr_ids): a
  * real array that no sequence ever reaches, taken under its lock.
  *
  * Array layout (struct cpu_array): word, cap, lock, a zero sentinel, then
- * objs[cap].  word = ops << 16 | count:
+ * objs[cap]; the room's last line holds the set's header in CPU 0's.  word = ops << 16 | count:
  *   count (bits 0-14): 0 <= count <= cap, objs[0..count) are the pointers;
  *   bit 15 (CPU_ARRAY_LOCKED) is set while a remote drain owns the array:
  *     every rseq operation then sees "empty" and "full" and takes its slow
@@ -45,13 +47,16 @@
 #include "os/os.h"
 
 /* CPU ids with arrays of their own; a CPU beyond (machines with more) runs
- * on the shared slot, correct but locked.  It also bounds the static
- * always-empty set below: 4 MiB of address space. */
+ * on the shared slot, correct but locked. */
 #define CPU_MAX_IDS 1024
 #define CPU_ARRAY_LOCKED 0x8000u
 #define CPU_ARRAY_COUNT 0x7fffu
-#define CPU_ARRAY_MAX 125         /* largest capacity: 24 + 125 * 8 = 1024 */
+#define CPU_ARRAY_MAX SK_ARRAY_SIZE_MAX /* 117, the largest capacity: 24 + 117 * 8 = 960 */
 #define CPU_ARRAY_BYTES 1024u     /* one array's room */
+/* The room's last cache line: in CPU 0's array, the set's header (struct
+ * cpu_set_head); in the others, unused.  No push ever writes it, so the
+ * line every CPU reads the bound from is never taken from under it. */
+#define CPU_SET_HEAD 960
 /* Every CPU's array of a set lies at base + cpu * CPU_ARRAY_STRIDE: the
  * fast path finds it with a shift, not a load.  The stride is a page, a
  * row that holds the arrays of CPU_SETS_PER_ROW sets side by side
@@ -80,7 +85,8 @@ _Static_assert(__builtin_offsetof(struct cpu_array, sentinel) == 16, "asm: senti
 _Static_assert(__builtin_offsetof(struct cpu_array, objs) == 24, "asm: objs at 24");
 _Static_assert(__builtin_offsetof(struct rseq, cpu_id) == 4, "asm: rseq cpu_id at 4");
 _Static_assert(__builtin_offsetof(struct rseq, rseq_cs) == 8, "asm: rseq_cs at 8");
-_Static_assert(24 + CPU_ARRAY_MAX * 8 <= CPU_ARRAY_BYTES, "an array fits its room");
+_Static_assert(24 + CPU_ARRAY_MAX * 8 <= CPU_SET_HEAD, "an array fits below its header line");
+_Static_assert(CPU_SET_HEAD % 64 == 0 && CPU_SET_HEAD + 64 == CPU_ARRAY_BYTES, "the header line ends the room");
 _Static_assert(CPU_ARRAY_STRIDE % CPU_ARRAY_BYTES == 0, "a row holds whole arrays");
 
 static inline unsigned cpu_array_len(const struct cpu_array *a)
@@ -93,6 +99,38 @@ static inline unsigned cpu_array_len(const struct cpu_array *a)
  * mode, threads without rseq use it under its lock; no sequence ever
  * reaches it. */
 typedef struct cpu_array *cpu_arrays_t;
+
+/* The always-empty set: what a table points at before init, or for good
+ * where a mode bypasses the arrays (sheaves=0, slub_debug, pcp=0).  One
+ * array of capacity 0 and a header of zeros: every sequence takes the
+ * fallback, which finds no slot in it; read-only, so nothing can write
+ * it.  A set of its own size, not cpu_nr_ids + 1 arrays: a table loaded
+ * before init may still be used after it. */
+extern const char cpu_empty_mem[CPU_ARRAY_BYTES] SK_INTERNAL;
+#define cpu_empty_arrays ((cpu_arrays_t)cpu_empty_mem)
+
+/* Each set says how far it may be indexed, at CPU_SET_HEAD of its first
+ * array, so that a set of one array (the always-empty set) is safe to
+ * hand to every operation:
+ *   seq_ids: sequences run on CPU ids below it (cpu_rseq_ids at creation;
+ *            0 in the empty set and in fallback mode);
+ *   slots:   arrays in the set to use (cpu_nr_slots(); 0 in the empty
+ *            set, whose one array nothing may lock or index). */
+struct cpu_set_head {
+    uint32_t seq_ids;             /* offset CPU_SET_HEAD: the asm reads it */
+    uint32_t slots;
+};
+
+static inline const struct cpu_set_head *cpu_set_head(cpu_arrays_t tab)
+{
+    return (const struct cpu_set_head *)((const char *)tab + CPU_SET_HEAD);
+}
+
+/* Slot `slot` is one of tab's (never one of the empty set's). */
+static inline bool cpu_set_has(cpu_arrays_t tab, int slot)
+{
+    return (unsigned)slot < cpu_set_head(tab)->slots;
+}
 
 static inline struct cpu_array *cpu_array_at(cpu_arrays_t tab, int cpu)
 {
@@ -109,10 +147,6 @@ extern int cpu_rseq_ids SK_INTERNAL;
 extern bool cpu_membarrier_ok SK_INTERNAL;
 /* Array slots of a set: every CPU's, and the shared slot. */
 static inline int cpu_nr_slots(void) { return cpu_nr_ids + 1; }
-/* Before init every cache points here: CPU_MAX_IDS + 1 zeroed arrays
- * (cap 0: always empty, always full), in zero-filled BSS never written. */
-extern char cpu_empty_mem[] SK_INTERNAL;
-#define cpu_empty_arrays ((cpu_arrays_t)cpu_empty_mem)
 
 void cpu_init(void);
 /* Zeroed memory of cpu_arrays_bytes() holds a set; cpu_arrays_init gives
@@ -225,12 +259,12 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
     ".popsection\n\t"
 
 /* Start of every sequence (label 1): this CPU's array into %rax; to
- * `fallback` unless 0 <= cpu_id < cpu_rseq_ids (unsigned: the -1 and -2 of
- * a thread without rseq are huge).  Operand %[ids] is cpu_rseq_ids. */
+ * `fallback` unless 0 <= cpu_id < the set's seq_ids (unsigned: the -1 and
+ * -2 of a thread without rseq are huge). */
 #define CPU_RSEQ_LOCATE                                                \
     "1:\n\t"                                                           \
     "movl %%fs:4(%[off]), %%eax\n\t"     /* cpu_id, zero-extended */   \
-    "cmpl %[ids], %%eax\n\t"                                           \
+    "cmpl " CPU_STR(CPU_SET_HEAD) "(%[tab]), %%eax\n\t" /* seq_ids */   \
     "jae %l[fallback]\n\t"                                             \
     "shlq $" CPU_STR(CPU_ARRAY_SHIFT) ", %%rax\n\t" /* * stride */     \
     "addq %[tab], %%rax\n\t"             /* this CPU's array */
@@ -260,7 +294,8 @@ extern __thread int cpu_thread_slot __attribute__((tls_model("initial-exec"))) S
 static SK_ALWAYS_INLINE bool cpu_lock_slot(cpu_arrays_t tab, struct cpu_array **out)
 {
     int slot = cpu_thread_slot;
-    if (unlikely(slot < 0))
+    /* unsigned: no slot yet (-1) reads as past the set */
+    if (unlikely((unsigned)slot >= cpu_set_head(tab)->slots))
         return false;
     struct cpu_array *a = cpu_array_at(tab, slot);
     if (unlikely(!__atomic_load_n(&a->cap, __ATOMIC_RELAXED)))
@@ -296,7 +331,7 @@ static SK_ALWAYS_INLINE bool cpu_pop_fast(cpu_arrays_t tab, void **obj)
         "2:\n\t"
         CPU_RSEQ_EPILOGUE
         : [obj] "=&r"(o)
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab)
         : "rax", "rcx", "rdx", "memory", "cc"
         : empty, fallback);
     *obj = o;
@@ -332,7 +367,7 @@ static SK_ALWAYS_INLINE bool cpu_push_fast(cpu_arrays_t tab, void *obj)
     __asm__ volatile goto(
         CPU_PUSH_SEQ(slow, slow)
         :
-        : [off] "r"(__rseq_offset), [tab] "r"(tab), [ids] "m"(cpu_rseq_ids), [obj] "r"(obj)
+        : [off] "r"(__rseq_offset), [tab] "r"(tab), [obj] "r"(obj)
         : "rax", "rcx", "memory", "cc"
         : slow, fallback);
     return true;

@@ -91,7 +91,7 @@ static const struct option_def defs[] = {
     { "slabinfo_at_exit", &sk_opt.slabinfo_at_exit, 0, 1, "print slabinfo to stderr at exit", NULL },
     { "decay_ms", &sk_opt.decay_ms, 0, 3600000, "free memory older than this returns to the OS", NULL },
     { "dirty_max_mb", &sk_opt.dirty_max_mb, 0, 1 << 20, "free resident MiB above which memory returns at once", NULL },
-    { "array_size", &sk_opt.array_size, 0, 125, "per-CPU object array capacity, fixed (0: by size, growing with use)", NULL },
+    { "array_size", &sk_opt.array_size, 0, SK_ARRAY_SIZE_MAX, "per-CPU object array capacity, fixed (0: by size, growing with use)", NULL },
     { "background", &sk_opt.background, 0, 1, "a background thread returns idle free memory to the OS", NULL },
     { "zone_borrow", &sk_opt.zone_borrow, 0, 1, "large blocks take the slab zone's resident free pages before fresh memory", NULL },
     { "verbose", &sk_opt.verbose, 0, 1, "print start-up facts", NULL },

@@ -205,6 +205,9 @@ void os_name(char *dst, size_t n, const char *prefix, long v);
 void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- options (SLABKIT_OPTIONS, read once) ---- */
+/* The largest per-CPU array (cpu.h's CPU_ARRAY_MAX, which equals it). */
+#define SK_ARRAY_SIZE_MAX 117
+
 struct sk_options {
     long allocator;          /* SK_ALLOC_SLUB, or SK_ALLOC_SLAB: the kernel's SLAB */
     long slab_mgmt;          /* allocator=slab: SK_SLAB_MGMT_PAGE (after 2014) or _ONSLAB (before) */
@@ -221,7 +224,8 @@ struct sk_options {
                               * stderr (implies slabinfo_at_exit; %p: the pid) */
     long decay_ms;           /* free memory older than this goes back to the OS */
     long dirty_max_mb;       /* free resident memory above this is returned at once */
-    long array_size;         /* per-CPU array capacity override (0: by size) */
+    long array_size;         /* per-CPU array capacity override (0: by size,
+                              * at most SK_ARRAY_SIZE_MAX: CPU_ARRAY_MAX) */
     long background;         /* the purger thread returns idle memory (src/page/purge.c) */
     long zone_borrow;        /* large blocks take the slab zone's resident free pages first */
     long verbose;            /* print start-up facts */

@@ -781,7 +781,8 @@ static inline bool pcp_overflow_take(int cpu, unsigned o)
 
 static inline bool pcp_grown(unsigned o, int cpu)
 {
-    return __atomic_load_n(&cpu_array_at(page_pcp.lists[o], cpu)->cap, __ATOMIC_RELAXED) > page_pcp.high[o];
+    cpu_arrays_t tab = page_pcp.lists[o];
+    return cpu_set_has(tab, cpu) && __atomic_load_n(&cpu_array_at(tab, cpu)->cap, __ATOMIC_RELAXED) > page_pcp.high[o];
 }
 
 /* Slot cpu's list of order o back to its high watermark, what it holds
@@ -1314,9 +1315,9 @@ static int page_init_locked(void)
     pcp_enabled = sk_opt.pcp != 0;
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
-     * keeps (512 KiB of order-0 pages, 256 KiB of each larger order:
+     * keeps (464 KiB of order-0 pages, 256 KiB of each larger order:
      * measured with bench/pagestream and bench/peers' sizeclass). */
-    static const unsigned high[PCP_NR_LISTS] = { 124, 16, 8, 8, EXACT_CACHE_BLOCKS };
+    static const unsigned high[PCP_NR_LISTS] = { 116, 16, 8, 8, EXACT_CACHE_BLOCKS };
     for (unsigned o = 0; o < PCP_NR_LISTS; o++) {
         size_t most = o <= PCP_MAX_ORDER ? (PCP_GROW_BYTES >> SK_PAGE_SHIFT) >> o : 0;
         page_pcp.high[o] = high[o];
@@ -1582,8 +1583,9 @@ static void exact_cached(unsigned long *blocks, unsigned long *pages)
     *blocks = *pages = 0;
     if (!pcp_enabled)
         return;
-    for (int cpu = 0; cpu < cpu_nr_slots(); cpu++) {
-        struct cpu_array *a = cpu_array_at(page_pcp.lists[PCP_EXACT], cpu);
+    cpu_arrays_t tab = page_pcp.lists[PCP_EXACT];
+    for (int cpu = 0; cpu_set_has(tab, cpu); cpu++) {
+        struct cpu_array *a = cpu_array_at(tab, cpu);
 #ifdef SK_TSAN
         spin_lock(&a->lock);
 #endif

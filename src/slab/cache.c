@@ -180,9 +180,13 @@ static void *meta_zalloc(struct meta_area *a, size_t bytes)
         return os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
     spin_lock(&meta_lock);
     if ((size_t)(a->end - a->next) < bytes) {
-        /* Under a tight address-space limit a whole chunk may be refused
-         * where what is asked for would fit: try that much. */
-        size_t size = META_CHUNK;
+        /* Under an address-space limit, chunks of 1/256 of it (64 KiB at
+         * 16 MiB: the 41 kmalloc caches' structs and barns then map 256
+         * KiB, not 512, of what `ulimit -v` allows); and a whole chunk
+         * may be refused where what is asked for would fit: try that. */
+        size_t size = META_CHUNK, limit = os_limit_bytes();
+        if (limit / 256 < size)
+            size = SK_ALIGN_UP(limit / 256 > bytes ? limit / 256 : bytes, SK_PAGE_SIZE);
         char *chunk = os_map(size, SK_PAGE_SIZE);
         if (!chunk) {
             size = SK_ALIGN_UP(bytes, SK_PAGE_SIZE);

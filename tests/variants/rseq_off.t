@@ -17,7 +17,7 @@
 # of its output.
 . "$(dirname "$0")/rerun.sh"
 want "$B/tests/cpu/percpu_arrays" "$B/tests/cpu/percpu_freelist" "$B/tests/cpu/rseq_signals" "$B/tests/cpu/drain_empty" \
-     "$B/tests/cpu/array_pools" "$B/tests/cpu/unready_array" \
+     "$B/tests/cpu/array_pools" "$B/tests/cpu/unready_array" "$B/tests/cpu/empty_set" \
      "$B/tests/page/stress_pages" \
      "$B/tests/page/pcp" "$B/tests/page/pcp_tune" "$B/tests/page/buddy" "$B/tests/slab/fresh_range" "$B"/tests/slab/*stress*
 nomb=
