@@ -176,6 +176,29 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
     return n;
 }
 
+size_t os_limit_room(void)
+{
+    struct rlimit as, data;
+    bool has_as = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY;
+    bool has_data = getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY;
+    if (!has_as && !has_data)
+        return SIZE_MAX;
+    char buf[160];
+    unsigned long size, res, shared, text, lib, dat;
+    if (read_small("/proc/self/statm", buf, sizeof buf) < 0 ||
+        sscanf(buf, "%lu %lu %lu %lu %lu %lu", &size, &res, &shared, &text, &lib, &dat) != 6)
+        return 0;
+    size_t room = SIZE_MAX, used_as = size * SK_PAGE_SIZE, used_data = dat * SK_PAGE_SIZE;
+    if (has_as)
+        room = as.rlim_cur > used_as ? (size_t)as.rlim_cur - used_as : 0;
+    if (has_data) {
+        size_t r = data.rlim_cur > used_data ? (size_t)data.rlim_cur - used_data : 0;
+        if (r < room)
+            room = r;
+    }
+    return room;
+}
+
 enum os_thp os_thp_mode(void)
 {
     static int mode = -1;     /* cached: every racing reader computes the same */

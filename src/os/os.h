@@ -86,6 +86,10 @@ void *os_reserve_at(void *at, size_t size);
  * SIZE_MAX when neither is set.  Read anew on each call: a program may
  * change its limits at any time. */
 size_t os_limit_bytes(void);
+/* What those limits leave now: the least of RLIMIT_AS less VmSize and
+ * RLIMIT_DATA less the data size (/proc/self/statm); SIZE_MAX without
+ * a limit, 0 when it cannot be read. */
+size_t os_limit_room(void);
 /* Make reserved space usable (PROT_READ|PROT_WRITE): 0 or -1. */
 int os_commit(void *p, size_t size);
 /* Return the pages and make the range inaccessible again (still reserved):

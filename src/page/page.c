@@ -238,6 +238,9 @@ static void zone_add_range(struct zone *z, struct vm_slice *s, size_t idx, size_
 /* A partial slice starts with this much mapped (or what the request
  * needs), and doubles each time it grows. */
 #define PARTIAL_START_PAGES ((size_t)(256 << 10) >> SK_PAGE_SHIFT)
+/* Address space a partial slice's step leaves to the program under a
+ * limit (zone_grow_partial). */
+#define PARTIAL_KEEP_ROOM ((size_t)2 << 20)
 
 /*
  * A slice that joins its zone a step at a time (a partial slice's mapped
@@ -284,6 +287,14 @@ static int zone_grow_partial(struct zone *z, unsigned order)
         size_t most = m + ((limit / 64) >> SK_PAGE_SHIFT);
         if (end > most)
             end = most > least ? most : least;
+        /* Near the limit, only what the request needs: a step's unused
+         * tail took what the program's own next mapping needed (python3's
+         * 1 MiB arenas), and python3 failed at some limits and ran at
+         * lower ones.  PARTIAL_KEEP_ROOM is left to the program where a
+         * step would eat into it. */
+        size_t room = os_limit_room();
+        if (((end - m) << SK_PAGE_SHIFT) + PARTIAL_KEEP_ROOM > room)
+            end = least;
     }
     int r = vm_partial_grow(s, end << SK_PAGE_SHIFT);
     if (r != 0 && errno == ENOMEM && end > least) {
