@@ -205,6 +205,8 @@ __attribute__((noreturn, format(printf, 1, 2))) void os_fatal(const char *fmt, .
  * rather than snprintf: printf's code is some 200 KiB of libc text that a
  * program which never prints would otherwise fault in. */
 void os_name(char *dst, size_t n, const char *prefix, long v);
+/* "s" after a count that is not 1 ("1 object", "2 objects"). */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
 /* "slabkit: <msg>\n" on stderr. */
 void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -212,37 +214,39 @@ void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The largest per-CPU array (cpu.h's CPU_ARRAY_MAX, which equals it). */
 #define SK_ARRAY_SIZE_MAX 117
 
+/* The options' values; what each means, its range and default: the one
+ * table in options.c (SLABKIT_OPTIONS=help prints it). */
 struct sk_options {
-    long allocator;          /* SK_ALLOC_SLUB, or SK_ALLOC_SLAB: the kernel's SLAB */
-    long slab_mgmt;          /* allocator=slab: SK_SLAB_MGMT_PAGE (after 2014) or _ONSLAB (before) */
-    long pcp;                /* per-CPU page lists on/off */
-    long slice_mask_cache;   /* keep slice masks, or recompute per request */
-    long cpu_partial;        /* -1: by object size as SLUB; 0: off; N: objects */
-    long barn;               /* the node's barn of full batches on/off */
-    long remote_free;        /* a free on another CPU than its slab's goes home */
-    long sheaves;            /* per-CPU arrays + barn; 0: per-CPU freelists */
-    long mutex_spin;         /* MUTEX_SPIN_OFF, _ON (default) or _MCS (the word "mcs") */
-    long huge_slices;        /* dense memory in 2 MiB huge-page slices */
-    long slabinfo_at_exit;   /* print slabinfo when the process exits */
-    char slabinfo_file[256]; /* slabinfo_file=PATH: the exit output goes there, not to
-                              * stderr (implies slabinfo_at_exit; %p: the pid) */
-    long decay_ms;           /* free memory older than this goes back to the OS */
-    long dirty_max_mb;       /* free resident memory above this is returned at once */
-    long array_size;         /* per-CPU array capacity override (0: by size,
-                              * at most SK_ARRAY_SIZE_MAX: CPU_ARRAY_MAX) */
-    long background;         /* the purger thread returns idle memory (src/page/purge.c) */
-    long zone_borrow;        /* large blocks take the slab zone's resident free pages first */
-    long verbose;            /* print start-up facts */
-    long page_microopt;      /* seed 001's series on; 0: what it removed (src/shmem) */
-    long shmem_limit_mb;     /* resident sk_file pages above this swap out (0: no limit) */
-    char swap_file[256];     /* where they go (swap_file=PATH; empty: no swap) */
-    long sized_check;        /* sized frees look the object up and check the size */
-    long kfence;             /* KFENCE sample interval in ms (0: off; src/slab/kfence.c) */
-    long kfence_pages;       /* objects in the KFENCE pool */
-    long leak_check;         /* kmemleak: scan for unreferenced objects at exit (src/slab/leak.c) */
-    long debug;              /* slub_debug: SK_DEBUG_* letters for caches (debug=FZPUT; src/slab/slab_debug.c) */
-    char debug_caches[256];  /* only these caches, NAME:NAME (empty: every cache) */
-    long debug_continue;     /* after a slub_debug report, repair and go on instead of abort() */
+    long allocator;          /* SK_ALLOC_SLUB or SK_ALLOC_SLAB */
+    long slab_mgmt;          /* SK_SLAB_MGMT_PAGE or _ONSLAB */
+    long pcp;
+    long slice_mask_cache;
+    long cpu_partial;
+    long barn;
+    long remote_free;
+    long sheaves;
+    long mutex_spin;         /* MUTEX_SPIN_OFF, _ON or _MCS */
+    long huge_slices;
+    long slabinfo_at_exit;
+    char slabinfo_file[256];
+    long decay_ms;
+    long dirty_max_mb;
+    long array_size;         /* at most SK_ARRAY_SIZE_MAX */
+    long background;
+    long zone_borrow;
+    long verbose;
+    long page_microopt;
+    long shmem_limit_mb;
+    char swap_file[256];
+    long sized_check;
+    long kfence;
+    long kfence_pages;
+    long leak_check;
+    long leak_exitcode;
+    long debug;              /* SK_DEBUG_* flags */
+    char debug_caches[256];
+    long debug_continue;
+    long debug_exitcode;
 };
 /* debug=: the kernel's slub_debug letters, as the sk_cache_create flags
  * of the same values (include/slabkit.h; the kernel's SLAB_* bits). */
@@ -268,5 +272,13 @@ int os_options_parse(const char *text);
 void os_options_init(void);
 /* In a forked child: a parse caught half-way is done again. */
 void os_options_atfork_child(void);
+/* Option i of the table, described for people (help, tools/gen-options):
+ * 0, or -1 past the last. */
+struct sk_option_doc {
+    const char *key, *help;
+    const char *idle_why;    /* the mode without which it does nothing, or NULL */
+    char def[32], now[256], values[160];
+};
+int sk_option_doc(unsigned i, struct sk_option_doc *doc);
 
 #endif

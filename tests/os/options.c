@@ -5,7 +5,9 @@
  * buffer) prints one warning line naming it, is counted, and leaves every
  * option as it was; nothing crashes.  Values may be words where an option
  * has them (mutex_spin=mcs); any other word is a bad value.  The warnings are captured from
- * stderr and checked line by line.
+ * stderr and checked line by line.  A retired key's warning names its
+ * replacement; an option the mode ignores is applied and warned about;
+ * `help` lists every option of the table with its value now.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -157,7 +159,8 @@ int main(void)
     bad("allocator=SLAB", 1, "'SLAB'", "words are case-sensitive");
     bad("slab_mgmt=", 1, "for slab_mgmt", "empty word");
     bad("allocator", 1, "for allocator", "a bare word key (means =1) is refused");
-    bad("slab_reserved=64", 1, "'slab_reserved'", "slab_reserved is retired (allocator=slab,slab_mgmt=onslab)");
+    bad("slab_reserved=64", 1, "'slab_reserved' is retired: use allocator=slab,slab_mgmt=onslab",
+        "slab_reserved is retired, and its warning names the replacement");
     bad("decay_ms=99999999999999999999999", 1, "decay_ms", "overflowing number");
     bad("decay_ms=-99999999999999999999999", 1, "decay_ms", "underflowing number");
     bad("pcp=", 1, "for pcp", "empty value");
@@ -214,7 +217,7 @@ int main(void)
     char longpath[300] = "slabinfo_file=";
     memset(longpath + 14, 'a', 260);
     longpath[274] = 0;
-    bad(longpath, 1, "slabinfo_file path too long", "slabinfo_file of 260 bytes");
+    bad(longpath, 1, "slabinfo_file value of 260 bytes too long", "slabinfo_file of 260 bytes");
 
     /* Many items: every bad one warns once, none is lost or doubled. */
     char many[1000] = "";
@@ -223,5 +226,43 @@ int main(void)
     bad(many, 40, NULL, "40 bad items");
 
     ok(!memcmp(&defaults, &sk_opt, sizeof defaults), "after all bad input: options as before");
+
+    /* ---- an option the mode ignores: applied, and warned about once the
+     * whole list is read (so the mode may come after it) ---- */
+    is(parse_capture("slab_mgmt=onslab"), 1, "slab_mgmt without allocator=slab: one warning");
+    ok(strstr(captured, "slab_mgmt does nothing without allocator=slab") != NULL, "  naming what it needs: %s", captured);
+    is(sk_opt.slab_mgmt, SK_SLAB_MGMT_ONSLAB, "  and still applied");
+    sk_opt = defaults;
+    is(parse_capture("slab_mgmt=onslab,allocator=slab"), 0, "slab_mgmt before allocator=slab: no warning");
+    sk_opt = defaults;
+    is(parse_capture("kfence_pages=10,debug_caches=kmalloc-64,debug_continue,swap_file=/tmp/s"), 4,
+       "kfence_pages, debug_caches, debug_continue, swap_file alone: four warnings");
+    sk_opt = defaults;
+    is(parse_capture("kfence=100,kfence_pages=10,debug=FZ,debug_caches=kmalloc-64,debug_continue"), 0,
+       "the same with kfence and debug on: none");
+    sk_opt = defaults;
+    is(parse_capture("sheaves=0,array_size=8"), 1, "array_size with sheaves=0: one warning");
+    sk_opt = defaults;
+    is(parse_capture("leak_exitcode=23,debug_exitcode=7"), 0, "leak_exitcode and debug_exitcode accepted");
+    ok(sk_opt.leak_exitcode == 23 && sk_opt.debug_exitcode == 7, "  applied");
+    bad("leak_exitcode=256", 1, "for leak_exitcode (want 0..255)", "leak_exitcode past an exit status");
+    sk_opt = defaults;
+
+    /* ---- help: every option of the table, with its value now ---- */
+    is(parse_capture("help,decay_ms=77"), 0, "help with another option: no warning");
+    is(sk_opt.decay_ms, 77, "  the other option applied");
+    struct sk_option_doc d;
+    unsigned n = 0, listed = 0;
+    for (; sk_option_doc(n, &d) == 0; n++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, "\n  %s ", d.key);
+        listed += strstr(captured, pat) != NULL && d.help && d.help[0];
+    }
+    ok(n >= 30 && listed == n, "help lists all %u options of the table, each with its help (%u)", n, listed);
+    ok(strstr(captured, "decay_ms          77        (default 500;") != NULL, "  decay_ms with its value now and default");
+    ok(strstr(captured, "debug_caches") && strstr(captured, "slab_mgmt") && strstr(captured, "allocator=slab"),
+       "  and what an option needs");
+    sk_opt = defaults;
+    bad("help=1", 1, "'help'", "help takes no value");
     return done_testing();
 }
