@@ -70,7 +70,10 @@ typedef struct sk_cache sk_cache_t;
  * Create a cache of objects of `size` bytes aligned to `align` (0: the
  * natural alignment, at least 8).  `ctor`, when given, runs once for each
  * object when its slab is created; objects must be freed in their
- * constructed state.  NULL with errno EINVAL for a bad size or alignment.
+ * constructed state.  NULL with errno EINVAL for a bad size or alignment
+ * or a name of 0 or more than 31 bytes (never cut), EEXIST when a cache
+ * of that name exists (the name is how sk_cache_info and debug_caches
+ * find it); a line on stderr says which.
  */
 SK_API sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align,
                                    unsigned flags, void (*ctor)(void *));

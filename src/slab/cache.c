@@ -317,9 +317,24 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     cpu_arrays_init(c->arrays, 0);    /* each CPU's cap is set on first use */
 }
 
-static void cache_publish(struct slab_cache *c)
+/* Destroyed caches, kept for the next create (under cache_lock): their
+ * metadata is never unmapped, so a program that creates and destroys
+ * caches in a loop reuses the same few. */
+static struct slab_cache *cache_free_list;
+
+/* Put c on the list of caches: false, with c on the free list instead,
+ * when a cache of that name is there already (names are how slabinfo,
+ * debug_caches and sk_cache_info find a cache). */
+static bool cache_publish(struct slab_cache *c)
 {
     lock_acquire(&cache_lock);
+    for (struct slab_cache *o = slab_cache_list; o; o = o->next)
+        if (!strcmp(o->name, c->name)) {
+            c->next = cache_free_list;
+            cache_free_list = c;
+            lock_release(&cache_lock);
+            return false;
+        }
     c->next = NULL;
     if (cache_tail)
         cache_tail->next = c;
@@ -327,12 +342,8 @@ static void cache_publish(struct slab_cache *c)
         __atomic_store_n(&slab_cache_list, c, __ATOMIC_RELEASE);
     cache_tail = c;
     lock_release(&cache_lock);
+    return true;
 }
-
-/* Destroyed caches, kept for the next create (under cache_lock): their
- * metadata is never unmapped, so a program that creates and destroys
- * caches in a loop reuses the same few. */
-static struct slab_cache *cache_free_list;
 
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
@@ -387,7 +398,10 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     for (int n = 0; n < SLAB_NR_NODES; n++)
         c->node[n].barn.objs = barn[n];
     cache_setup(c, name, size, align, flags | slab_debug_flags_for(name), ctor, kmalloc);
-    cache_publish(c);
+    if (!cache_publish(c)) {
+        errno = EEXIST;
+        return NULL;
+    }
     return c;
 }
 
@@ -527,7 +541,17 @@ sk_cache_t *sk_cache_create(const char *name, size_t size, size_t align, unsigne
         errno = EINVAL;
         return NULL;
     }
-    return os_errno_restore(slab_cache_create(name, size, align, flags, ctor, false), saved);
+    size_t len = strlen(name);
+    if (len == 0 || len >= SLAB_NAME_LEN) {
+        os_warn("sk_cache_create: a cache name of %zu bytes ('%.*s%s'): names are 1 to %d bytes", len,
+                SLAB_NAME_LEN, name, len > SLAB_NAME_LEN ? "..." : "", SLAB_NAME_LEN - 1);
+        errno = EINVAL;
+        return NULL;
+    }
+    sk_cache_t *c = (sk_cache_t *)slab_cache_create(name, size, align, flags, ctor, false);
+    if (!c && errno == EEXIST)
+        os_warn("sk_cache_create: a cache named '%s' exists already (EEXIST)", name);
+    return os_errno_restore(c, saved);
 }
 
 void *sk_cache_alloc(sk_cache_t *cache)
