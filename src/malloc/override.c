@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -112,7 +113,7 @@ static void exit_file_open(void)
     }
     int fd = open(exit_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        os_warn("slabinfo_file: cannot create %s (errno %d): no exit report", exit_path, errno);
+        os_warn("slabinfo_file: cannot create %s: %s: no exit report", exit_path, strerror(errno));
     exit_output_keep(fd);
 }
 
@@ -125,7 +126,7 @@ static void exit_output_open(void)
         exit_file_open();
         return;
     }
-    if (sk_opt.slabinfo_at_exit <= 0 && sk_opt.leak_check <= 0)
+    if (sk_opt.slabinfo_at_exit <= 0 && sk_opt.leak_check <= 0 && !(sk_opt.debug && sk_opt.debug_caches[0]))
         return;
     exit_output_keep(fcntl(2, F_DUPFD_CLOEXEC, 3));
 }
@@ -168,13 +169,32 @@ static void atfork_register(void)
     pthread_atfork(NULL, NULL, fork_child);   /* no prepare: see above */
 }
 
+static void slabinfo_at_exit(void);
+
+/* The status a CI run sees (leak_exitcode, debug_exitcode): the program's
+ * stdio flushed and the exit report written, as exit() would have, then
+ * _exit with it (what LeakSanitizer does). */
+static void exit_with(long code)
+{
+    fflush(NULL);
+    slabinfo_at_exit();
+    _exit((int)code);
+}
+
 /* leak_check=1: the kmemleak scan when the process exits through exit(),
  * registered at load so that it runs after the program's own atexit
- * handlers and before libc's stdio is torn down. */
-static void leak_check_at_exit(void)
+ * handlers and before libc's stdio is torn down; then the exit codes. */
+static void exit_checks(void)
 {
-    int fd = exit_output_fd();
-    slab_leak_check_fd(fd >= 0 ? fd : -1);
+    long leaks = 0;
+    if (sk_opt.leak_check > 0) {
+        int fd = exit_output_fd();
+        leaks = slab_leak_check_fd(fd >= 0 ? fd : -1);
+    }
+    if (leaks > 0 && sk_opt.leak_exitcode)
+        exit_with(sk_opt.leak_exitcode);
+    if (sk_opt.debug_exitcode && slab_debug_reports() > 0)
+        exit_with(sk_opt.debug_exitcode);
 }
 
 __attribute__((constructor)) static void malloc_layer_load(void)
@@ -182,8 +202,8 @@ __attribute__((constructor)) static void malloc_layer_load(void)
     atfork_register();
     os_leader_watch();    /* the constructor runs on the leader (os.h) */
     exit_output_open();
-    if (sk_opt.leak_check > 0)
-        atexit(leak_check_at_exit);
+    if (sk_opt.leak_check > 0 || sk_opt.debug_exitcode)
+        atexit(exit_checks);
 }
 
 /* Called from the first slow path after initialisation. */
@@ -446,6 +466,8 @@ ALIAS(malloc_stats) void malloc_stats(void)
 __attribute__((destructor)) static void slabinfo_at_exit(void)
 {
     vm_check_underrun();     /* a write below the heap: abort, saying so */
+    if (sk_opt.debug && sk_opt.debug_caches[0] && slab_ready())   /* the kmalloc caches exist */
+        slab_debug_check_names(exit_output_fd());
     if ((!sk_opt.slabinfo_at_exit && !sk_opt.slabinfo_file[0]) || !slab_ready())
         return;
     int fd = exit_output_fd();

@@ -222,7 +222,7 @@ void page_purger_start(void)
         return;
     if (os_thread_start(purger_main, NULL, "slabkit-purge", PURGER_STACK) != 0) {
         if (sk_opt.verbose)
-            os_warn("cannot start the purger thread (errno %d): idle memory returns only from slow paths", errno);
+            os_warn("cannot start the purger thread: %s: idle memory returns only from slow paths", strerror(errno));
         __atomic_store_n(&page_purger.state, PURGER_OFF, __ATOMIC_RELEASE);
         return;
     }

@@ -63,7 +63,7 @@ static int64_t slot_alloc(void)
         swap_fd = os_file_open_rw(sk_opt.swap_file);
         if (swap_fd < 0) {
             swap_broken = true;
-            os_warn("swap_file %s: cannot open (errno %d): no swap", sk_opt.swap_file, errno);
+            os_warn("swap_file %s: cannot open: %s: no swap", sk_opt.swap_file, strerror(errno));
         }
     }
     int64_t s = -1;

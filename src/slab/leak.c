@@ -895,11 +895,12 @@ SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, ui
     if (fd >= 0) {
         size_t meta = ls.slices_bytes + ls.bits_bytes + ls.work_cap * sizeof *ls.work + ls.maps_bytes;
         os_printf(fd,
-                  "slabkit: leak_check: %zu unreferenced objects (%zu bytes) of %zu allocated (%zu bytes); "
-                  "scanned %zu KiB of roots, %zu KiB of heap, %zu other threads' stacks (%zu not scanned) "
+                  "slabkit: leak_check: %zu unreferenced object%s (%zu bytes) of %zu allocated (%zu bytes); "
+                  "scanned %zu KiB of roots, %zu KiB of heap, %zu other thread%s stack%s (%zu not scanned) "
                   "in %.1f ms, %zu KiB of scan memory\n",
-                  r.leaks, r.leak_bytes, r.objects, r.object_bytes, ls.root_bytes >> 10, ls.heap_bytes >> 10,
-                  ls.threads_seen, ls.threads_missed, (double)(t1 - t0) / 1e6, meta >> 10);
+                  r.leaks, PLURAL(r.leaks), r.leak_bytes, r.objects, r.object_bytes, ls.root_bytes >> 10,
+                  ls.heap_bytes >> 10, ls.threads_seen, ls.threads_seen == 1 ? "'s" : "s'", PLURAL(ls.threads_seen),
+                  ls.threads_missed, (double)(t1 - t0) / 1e6, meta >> 10);
         if (ls.overflow)
             os_printf(fd, "slabkit: leak_check: the work list could not grow: some objects were not scanned, "
                           "and what only they reference is reported\n");
@@ -909,12 +910,13 @@ SK_NOINLINE static long leak_run(int fd, const uintptr_t *regs, size_t nregs, ui
                 site[0] = ' ';
                 report_format_site(site + 1, sizeof site - 1, r.groups[i].site);
             }
-            os_printf(fd, "  %-20s %8zu objects %12zu bytes%s\n",
+            os_printf(fd, "  %-20s %8zu object%s %12zu bytes%s\n",
                       r.groups[i].cache ? r.groups[i].cache->name : "large blocks", r.groups[i].count,
-                      r.groups[i].bytes, site);
+                      r.groups[i].count == 1 ? " " : "s", r.groups[i].bytes, site);
         }
         if (r.other.count)
-            os_printf(fd, "  %-20s %8zu objects %12zu bytes\n", "other caches", r.other.count, r.other.bytes);
+            os_printf(fd, "  %-20s %8zu object%s %12zu bytes\n", "other caches", r.other.count,
+                      r.other.count == 1 ? " " : "s", r.other.bytes);
     }
     ret = (long)r.leaks;
 out:

@@ -6,9 +6,11 @@
  * Stacks are return addresses from backtrace(), whose first call loads the
  * unwinder (libgcc_s, allocating): report_ready() makes that first call
  * once, and says no while it runs (a malloc made by the loader meanwhile
- * gets no stack).  A frame is named with dladdr: "name+0xoff" where the
- * dynamic symbol table has a name (link programs with -rdynamic
- * for theirs), else "module+0xoff" for addr2line -e module.
+ * gets no stack).  A frame is named "name+0xoff" from the dynamic symbol
+ * table (dladdr), else from the module file's full one (.symtab: static
+ * functions, programs linked without -rdynamic), else "module+0xoff".
+ * The line is printed with "(module+0xoff)" after the name, which
+ * tools/slabkit-symbolize turns into file:line with addr2line.
  */
 #ifndef SK_REPORT_H
 #define SK_REPORT_H

@@ -324,6 +324,10 @@ __attribute__((noreturn)) void slab_bad_free(const char *what, const char *call,
  * (kmemleak's format), return their number; -1 when the scan cannot run.
  * No allocation. */
 long slab_leak_check_fd(int fd);
+/* slub_debug reports made so far (with debug_continue: the program went on). */
+unsigned long slab_debug_reports(void);
+/* At exit: a warning on fd for each debug_caches name that matched no cache. */
+void slab_debug_check_names(int fd);
 
 /* sk_slabinfo's text to a file descriptor: no stdio, no allocation. */
 void slabinfo_write(int fd);

@@ -81,6 +81,10 @@ static inline uint32_t padding(const struct slab_cache *c)
 
 /* ---- which caches, and their layout ---- */
 
+/* The debug_caches names some cache was made under: bit i, the i-th
+ * (the first 64; a name past them is never warned about). */
+static uint64_t names_matched;
+
 unsigned slab_debug_flags_for(const char *name)
 {
     if (!sk_opt.debug)
@@ -89,13 +93,36 @@ unsigned slab_debug_flags_for(const char *name)
     if (!*p)
         return (unsigned)sk_opt.debug;
     size_t len = strlen(name);
-    for (;;) {
+    for (unsigned i = 0;; i++) {
         const char *e = strchr(p, ':');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n == len && !memcmp(p, name, n))
+        if (n == len && !memcmp(p, name, n)) {
+            if (i < 64)
+                __atomic_fetch_or(&names_matched, (uint64_t)1 << i, __ATOMIC_RELAXED);
             return (unsigned)sk_opt.debug;
+        }
         if (!e)
             return 0;
+        p = e + 1;
+    }
+}
+
+void slab_debug_check_names(int fd)
+{
+    if (fd < 0)
+        return;
+    if (!sk_opt.debug || !sk_opt.debug_caches[0])
+        return;
+    uint64_t seen = __atomic_load_n(&names_matched, __ATOMIC_RELAXED);
+    const char *p = sk_opt.debug_caches;
+    for (unsigned i = 0; i < 64; i++) {
+        const char *e = strchr(p, ':');
+        int n = (int)(e ? (size_t)(e - p) : strlen(p));
+        if (!(seen & ((uint64_t)1 << i)))
+            os_printf(fd, "slabkit: debug_caches: '%.*s' matched no cache this program made (slabinfo -a lists the names)\n",
+                      n, p);
+        if (!e)
+            return;
         p = e + 1;
     }
 }
@@ -155,8 +182,16 @@ __attribute__((format(printf, 3, 4))) static void bug_begin(struct slab_cache *c
 
 /* The stack of this call, then abort() unless debug_continue: then a FIX
  * line (what the caller does to repair) and the lock taken back. */
+static unsigned long debug_reports;
+
+unsigned long slab_debug_reports(void)
+{
+    return __atomic_load_n(&debug_reports, __ATOMIC_RELAXED);
+}
+
 __attribute__((format(printf, 3, 4))) static void bug_end(struct slab_cache *c, lock_t *held, const char *fix, ...)
 {
+    __atomic_fetch_add(&debug_reports, 1, __ATOMIC_RELAXED);
     void *frames[32];
     int n = report_stack(frames, 32), skip = report_skip_allocator(frames, n);
     os_printf(2, "CPU: %d PID: %d TID: %d\nCall Trace:\n", os_getcpu(), (int)getpid(), os_gettid());
