@@ -95,11 +95,15 @@ ASAN_BIN     := $(ASAN_TESTS:tests/%.c=$(B)/asan/tests/%)
 # Keep the TSan and ASan objects (make would delete them as intermediate files).
 .SECONDARY:
 
-.PHONY: all lib tools test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack
+.PHONY: build all lib tools check test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack
+# `make`: the library and the tools, what a user builds (seconds); `make
+# all` adds every test and benchmark program (make test and make bench
+# build what they run).
+build: lib tools
 all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) tools
 
 lib: $(B)/libslabkit.so $(B)/libslabkit.a $(B)/libslabkit_internal.a $(B)/slabkit.pc
-tools: $(TOOL_BIN) $(B)/slabkit
+tools: $(TOOL_BIN) $(B)/slabkit $(B)/tools/slabkit-symbolize
 
 $(B)/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
@@ -140,13 +144,22 @@ $(B)/libslabkit_internal.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-PC_SED := sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
+# The directories relative to ${prefix} where they lie under it (as
+# pkg-config files are written, so `pkg-config --define-variable=prefix=`
+# relocates them).
+PC_SED := sed -e 's|@PREFIX@|$(PREFIX)|g' \
+              -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|g' \
+              -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|g' -e 's|@VERSION@|$(VERSION)|g'
 $(B)/slabkit.pc: tools/slabkit.pc.in
 	@mkdir -p $(B)
 	$(PC_SED) $< > $@
 
 $(B)/slabkit: tools/slabkit.sh
 	@mkdir -p $(B)
+	cp $< $@ && chmod +x $@
+
+$(B)/tools/slabkit-symbolize: tools/slabkit-symbolize
+	@mkdir -p $(dir $@)
 	cp $< $@ && chmod +x $@
 
 # Unit tests link the static library: they may call layer-internal functions.
@@ -232,8 +245,9 @@ stack: lib
 # What `make install` puts where (uninstall removes exactly these).
 INST_LIB := $(LIBDIR)/libslabkit.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libslabkit.so $(LIBDIR)/libslabkit.a
 INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc
-INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo $(BINDIR)/slabkit-slabtop
+INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo $(BINDIR)/slabkit-slabtop $(BINDIR)/slabkit-symbolize
 INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man1/slabkit-slabtop.1 \
+            $(MANDIR)/man1/slabkit-symbolize.1 \
             $(MANDIR)/man3/slabkit.3 $(MANDIR)/man7/slabkit.7
 
 install: lib tools
@@ -248,7 +262,9 @@ install: lib tools
 	chmod 755 $(DESTDIR)$(BINDIR)/slabkit
 	install -m 755 $(B)/tools/slabinfo $(DESTDIR)$(BINDIR)/slabkit-slabinfo
 	install -m 755 $(B)/tools/slabtop $(DESTDIR)$(BINDIR)/slabkit-slabtop
-	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 man/slabkit-slabtop.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 755 tools/slabkit-symbolize $(DESTDIR)$(BINDIR)/slabkit-symbolize
+	install -m 644 man/slabkit.1 man/slabkit-slabinfo.1 man/slabkit-slabtop.1 man/slabkit-symbolize.1 \
+	    $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/slabkit.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 man/slabkit.7 $(DESTDIR)$(MANDIR)/man7/
 

@@ -317,6 +317,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "slabinfo: %s\n", err);
         return 1;
     }
+    if (!pid && !file)
+        fprintf(stderr, "slabinfo: no -p PID or FILE: this is slabinfo's own process%s\n",
+                wl ? ", after --workload" : " (-p PID reads another; --workload gives this one something to show)");
     if (proc) {
         source_print_slabinfo(&src, stdout);
         return 0;

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inspect/source.h"
@@ -293,7 +294,27 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    sc.full = 1;
+    /* Not a terminal (a pipe, a file): frames of plain text, a blank line
+     * between them, as top -b writes; no escape codes, no keys. */
+    sc.full = isatty(STDOUT_FILENO);
+    if (!sc.full) {
+        signal(SIGPIPE, SIG_DFL);
+        for (;;) {
+            draw(&sc, &src);
+            if (ferror(sc.out))
+                break;
+            struct timespec ts = { (time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9) };
+            nanosleep(&ts, NULL);
+            if (source_refresh(&src, err, sizeof err) != 0) {
+                fprintf(stderr, "slabtop: %s\n", err);
+                source_close(&src);
+                return 1;
+            }
+            fputc('\n', sc.out);
+        }
+        source_close(&src);
+        return 0;
+    }
     window_size(&sc);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -40,10 +40,10 @@ ok $? "libslabkit0 holds libslabkit.so.0.1.0 and its soname link"
 has libslabkit-dev /usr/include/slabkit.h /usr/lib/$MA/libslabkit.so /usr/lib/$MA/libslabkit.a \
     /usr/lib/$MA/pkgconfig/slabkit.pc /usr/share/man/man3/slabkit.3.gz
 ok $? "libslabkit-dev holds the header, the link, the archive, slabkit.pc and slabkit(3)"
-has slabkit-tools /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop \
+has slabkit-tools /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop /usr/bin/slabkit-symbolize \
     /usr/share/man/man1/slabkit.1.gz /usr/share/man/man1/slabkit-slabinfo.1.gz \
-    /usr/share/man/man1/slabkit-slabtop.1.gz /usr/share/man/man7/slabkit.7.gz
-ok $? "slabkit-tools holds the wrapper, slabkit-slabinfo, slabkit-slabtop, their pages and slabkit(7)"
+    /usr/share/man/man1/slabkit-slabtop.1.gz /usr/share/man/man1/slabkit-symbolize.1.gz /usr/share/man/man7/slabkit.7.gz
+ok $? "slabkit-tools holds the wrapper, slabkit-slabinfo, slabkit-slabtop, slabkit-symbolize, their pages and slabkit(7)"
 
 # dpkg-gensymbols: no warning (new or missing symbols), in the output.
 ! grep -q 'dpkg-gensymbols: warning' "$T/deb.out"

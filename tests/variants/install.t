@@ -22,7 +22,7 @@ MA=$(gcc -print-multiarch 2>/dev/null)
 LD=/usr/lib/$MA
 D=$T/root
 VARS="B=$B PREFIX=/usr LIBDIR=$LD DESTDIR=$D"
-echo "1..14"
+echo "1..15"
 skip() { n=$((n + 1)); echo "ok $n # skip $1"; }
 
 make -s -C "$ROOT" $VARS install >"$T/install.out" 2>&1
@@ -31,8 +31,9 @@ ok $rc "make install DESTDIR=... PREFIX=/usr LIBDIR=$LD"
 [ $rc = 0 ] || show "$T/install.out"
 
 want="$LD/libslabkit.so.0.1.0 $LD/libslabkit.a /usr/include/slabkit.h $LD/pkgconfig/slabkit.pc
-/usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop /usr/share/man/man1/slabkit.1
-/usr/share/man/man1/slabkit-slabinfo.1 /usr/share/man/man1/slabkit-slabtop.1 /usr/share/man/man3/slabkit.3 /usr/share/man/man7/slabkit.7"
+/usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop /usr/bin/slabkit-symbolize /usr/share/man/man1/slabkit.1
+/usr/share/man/man1/slabkit-slabinfo.1 /usr/share/man/man1/slabkit-slabtop.1 /usr/share/man/man1/slabkit-symbolize.1
+/usr/share/man/man3/slabkit.3 /usr/share/man/man7/slabkit.7"
 missing=
 for f in $want; do [ -f "$D$f" ] || missing="$missing $f"; done
 [ -z "$missing" ]
@@ -40,7 +41,7 @@ ok $? "every file is installed${missing:+ (missing:$missing)}"
 [ "$(readlink "$D$LD/libslabkit.so.0")" = libslabkit.so.0.1.0 ] && [ "$(readlink "$D$LD/libslabkit.so")" = libslabkit.so.0 ]
 ok $? "libslabkit.so.0 -> libslabkit.so.0.1.0 and libslabkit.so -> libslabkit.so.0"
 [ "$(stat -c %a "$D$LD/libslabkit.so.0.1.0")" = 644 ] && [ -x "$D/usr/bin/slabkit" ] && [ -x "$D/usr/bin/slabkit-slabinfo" ] &&
-    [ -x "$D/usr/bin/slabkit-slabtop" ]
+    [ -x "$D/usr/bin/slabkit-slabtop" ] && [ -x "$D/usr/bin/slabkit-symbolize" ]
 ok $? "the library is 0644, the programs executable"
 grep -qx "LIB=$LD/libslabkit.so.0" "$D/usr/bin/slabkit"
 ok $? "the installed wrapper preloads $LD/libslabkit.so.0"
@@ -90,18 +91,23 @@ C
     ok $? "it needs libslabkit.so.0 and the version SLABKIT_0"
     [ "$(LD_LIBRARY_PATH=$D$LD "$T/app")" = "112 112 0" ]
     ok $? "and runs on the staged library"
+    pre=$(PKG_CONFIG_PATH=$D$LD/pkgconfig pkg-config --variable=prefix slabkit)
+    lib=$(PKG_CONFIG_PATH=$D$LD/pkgconfig pkg-config --define-variable=prefix=/opt/sk --variable=libdir slabkit)
+    [ "$pre" = /usr ] && [ "$lib" = /opt/sk/lib ]
+    ok $? "slabkit.pc has a prefix (/usr: $pre) that libdir follows (prefix=/opt/sk: $lib)"
 else
     skip "pkg-config not installed"; skip "pkg-config not installed"; skip "pkg-config not installed"
+    skip "pkg-config not installed"
 fi
 
 if command -v man >/dev/null 2>&1; then
     bad=
-    for page in 1/slabkit 1/slabkit-slabinfo 1/slabkit-slabtop 3/slabkit 7/slabkit; do
+    for page in 1/slabkit 1/slabkit-slabinfo 1/slabkit-slabtop 1/slabkit-symbolize 3/slabkit 7/slabkit; do
         out=$(MANWIDTH=80 LC_ALL=C.UTF-8 man --warnings -M "$D/usr/share/man" "${page%%/*}" "${page#*/}" 2>&1 >"$T/page.txt")
         [ -z "$out" ] && grep -q 'slabkit' "$T/page.txt" || bad="$bad $page ($out)"
     done
     [ -z "$bad" ]
-    ok $? "man renders slabkit(1), slabkit-slabinfo(1), slabkit-slabtop(1), slabkit(3), slabkit(7) without a warning${bad:+:$bad}"
+    ok $? "man renders slabkit(1), slabkit-slabinfo(1), slabkit-slabtop(1), slabkit-symbolize(1), slabkit(3), slabkit(7) without a warning${bad:+:$bad}"
     MANWIDTH=80 man -M "$D/usr/share/man" 7 slabkit 2>/dev/null | grep -q 'sized_check'
     ok $? "slabkit(7) documents the options (sized_check among them)"
 else
