@@ -2,7 +2,7 @@
  * threaded.h — make the test process one with threads of its own.
  * slabkit starts its purger thread only in such a process (os_threaded:
  * glibc's __libc_single_threaded); a single-threaded program returns its
- * memory from the slow paths instead (src/page/page.c, "Returning memory
+ * memory from the slow paths instead (src/page/reclaim.c, "Returning memory
  * without a thread").  A test of the purger, or of the limits that hold
  * while it runs, calls become_threaded() first: one thread, started and
  * joined, before the test allocates anything of note.

@@ -61,7 +61,7 @@
 #define PG_KBLOCK     0x8000u
 
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
-/* One more per-CPU list: the exact-block cache (page.c, page_alloc_exact). */
+/* One more per-CPU list: the exact-block cache (pcp.c, page_alloc_exact). */
 #define PCP_EXACT (PCP_MAX_ORDER + 1)
 #define PCP_NR_LISTS (PCP_EXACT + 1)
 #define MAX_NUMNODES 4
@@ -128,7 +128,7 @@ struct page_list {
 };
 
 /* The per-CPU lists go back to their zone before a request takes fresh
- * memory (page.c, zone_drain_before_fresh) at most once in this many ms,
+ * memory (pcp.c, zone_drain_before_fresh) at most once in this many ms,
  * the first time this long after page_init. */
 #define FRESH_DRAIN_MS 10
 
@@ -149,7 +149,7 @@ struct zone {
     unsigned long trim_pages;          /* without the purger: dirty pages kept
                                         * beyond decay, twice the largest
                                         * block freed here, at least TRIM_FLOOR
-                                        * (page.c, zone_keep_pages) */
+                                        * (reclaim.c, zone_keep_pages) */
     uint64_t trimmed_at;               /* ms of the last trim */
     unsigned long takes;               /* blocks and ranges taken (allocations) */
     unsigned long takes_at_trim;       /* takes at the last trim */
@@ -164,13 +164,13 @@ struct zone {
     struct vm_slice *frontier;         /* (grow_lock; read unlocked as a hint)
                                         * the arena slice whose pages from
                                         * frontier_next on are not yet the
-                                        * zone's (page.c, zone_grow_frontier) */
+                                        * zone's (buddy.c, zone_grow_frontier) */
     size_t frontier_next;              /* (grow_lock, written under lock too) */
     /* The purger's view (purge.c): every dirty block was freed at or before
      * dirtied_at (splits keep the parent's age, merges the oldest part's),
      * so once dirtied_at is decay_ms old, all of them are. */
     uint64_t dirtied_at;               /* ms of the last free that made dirty blocks */
-    uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (page.c),
+    uint64_t fresh_drain_at;           /* ms of the last drain of the per-CPU lists before fresh memory (pcp.c),
                                         * or of page_init: at most one a FRESH_DRAIN_MS */
     unsigned long dirty_seq;           /* frees that made dirty blocks */
     unsigned long exact_blocks;        /* exact (large kmalloc) blocks in use, */
@@ -231,7 +231,7 @@ void page_free(struct sk_page *pg, unsigned order);
  * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
 struct sk_page *page_alloc_exact(size_t nr_pages, unsigned align_order);
 /* The same for a block a realloc grows into: placed best-fit from 64 KiB
- * up (page.c, EXACT_FIT_GROW_MIN_ORDER), as every block above 1 MiB is. */
+ * up (buddy.c, EXACT_FIT_GROW_MIN_ORDER), as every block above 1 MiB is. */
 struct sk_page *page_alloc_exact_grow(size_t nr_pages);
 /* A large block of 2^PCP_MAX_ORDER pages through the per-CPU page lists,
  * as the kernel's kmalloc_large takes an order from the pcp lists: the
@@ -258,7 +258,7 @@ void page_free_exact(struct sk_page *pg);
 /* An exact block (or one off the exact-block cache) back to its zone,
  * past the cache. */
 void page_free_run(struct sk_page *pg);
-/* The exact-block cache (page.c, page_alloc_exact): the largest block it
+/* The exact-block cache (pcp.c, page_alloc_exact): the largest block it
  * keeps, and this CPU's cached block when it has nr_pages, else NULL; a
  * block of another count goes to its zone, so the cut that follows may
  * reuse its pages. */
@@ -307,13 +307,13 @@ struct page_stats {
      * per-CPU lists. */
     unsigned long purger_wakeups, purger_ticks, purger_pages, purger_drained;
     /* Times the per-CPU lists went back to the zone before a request
-     * would have taken never-used memory (page.c, zone_drain_before_fresh). */
+     * would have taken never-used memory (pcp.c, zone_drain_before_fresh). */
     unsigned long pcp_fresh_drains;
     /* Times a request that would have taken never-used memory emptied
      * this CPU's lists of the other orders instead (within
      * FRESH_DRAIN_MS of the last drain of every CPU's), and the blocks. */
     unsigned long pcp_local_empties, pcp_local_blocks;
-    /* Times a per-CPU list's high watermark doubled (page.c, pcp_tune). */
+    /* Times a per-CPU list's high watermark doubled (pcp.c, pcp_tune). */
     unsigned long pcp_grows;
 };
 void page_stats(struct page_stats *st);
@@ -321,7 +321,7 @@ void page_stats(struct page_stats *st);
  * memory): a hint, read unlocked, that the slab layer polls to give back
  * what idle caches keep before the heap grows further (slab_reap_poll).
  * The large blocks' zone counts too: what idle caches give back, it can
- * borrow (page.c, zone_borrow). */
+ * borrow (buddy.c, zone_borrow). */
 /* Free pages in the zones (racy reads: a hint). */
 static inline unsigned long page_free_hint(void)
 {
@@ -379,7 +379,7 @@ void page_set_idle_pass(bool (*fn)(void));
 /* Call from malloc paths where no slabkit lock is held (never from free):
  * starts the thread if it is wanted, and only in a process that has
  * threads of its own (os_threaded): a single-threaded program stays so,
- * and its free memory goes back from the slow paths (page.c, "Returning
+ * and its free memory goes back from the slow paths (reclaim.c, "Returning
  * memory without a thread"). */
 void page_purger_poll_slow(void);
 static inline void page_purger_poll(void)

@@ -1,13 +1,15 @@
 /*
- * page_internal.h — between page.c (the zones and per-CPU lists) and
- * purge.c (the background purger's policy); nothing outside src/page.
+ * page_internal.h — what the files of src/page share (page.c says which
+ * holds what): the purger's hooks, the functions one file calls in
+ * another, and the small helpers they all inline; nothing outside
+ * src/page.
  */
 #ifndef SK_PAGE_INTERNAL_H
 #define SK_PAGE_INTERNAL_H
 
 #include "page/page.h"
 
-/* ---- zone hooks for the purger (page.c) ---- */
+/* ---- zone hooks for the purger (reclaim.c, pcp.c) ---- */
 
 /* One purger pass over zone z: purge dirty blocks free for at least
  * decay_ms (and any beyond dirty_max_mb), taking the zone lock only with a
@@ -24,12 +26,95 @@ bool zone_dirtied_since(struct zone *z, unsigned long seq);
  * any list still holds blocks. */
 bool pcp_drain_idle(uint32_t *seen, unsigned long *drained);
 
-/* ---- purger hooks for page.c (purge.c) ---- */
+/* ---- purger hooks for the zones (purge.c) ---- */
 
 void purge_init(void);
 /* The free path found page_purger.work 0 (under a zone lock, after it
  * gained dirty blocks) and has dropped the lock: wake the purger. */
 void purge_kick(void);
 void purge_atfork_child(void);
+
+/* ---- what the files of src/page share ---- */
+
+/* The order of a whole huge page. */
+#define HUGE_ORDER (HUGE_PAGE_SHIFT - SK_PAGE_SHIFT)
+/* Exact blocks from this order up are placed by best fit (zone_take_fit,
+ * buddy.c says why), and from EXACT_FIT_GROW_MIN_ORDER up when they are
+ * to grow in place. */
+#define EXACT_FIT_MIN_ORDER 9
+#define EXACT_FIT_GROW_MIN_ORDER 4
+/* page_init's lock (pcp.c), reset in a forked child (fork.c). */
+extern spinlock_t page_init_lock SK_INTERNAL;
+extern bool page_ready SK_INTERNAL;
+extern bool pcp_enabled SK_INTERNAL;
+extern unsigned long page_pcp_fresh_drains SK_INTERNAL, page_pcp_local_empties SK_INTERNAL,
+    page_pcp_local_blocks SK_INTERNAL, page_pcp_grows SK_INTERNAL;
+
+/* buddy.c */
+void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
+unsigned long zone_remove(struct zone *z, struct sk_page *pg);
+void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
+struct zone *zone_large(void);
+struct zone *zone_here(void);
+struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order, unsigned fit_order);
+unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n);
+void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);
+unsigned order_for(size_t nr_pages);
+void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, size_t dirty_end, uint64_t now);
+
+/* pcp.c */
+unsigned long pcp_pages(void);
+bool zone_has_dirty(const struct zone *z, unsigned order);
+bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first);
+void exact_cached(unsigned long *blocks, unsigned long *pages);
+
+/* reclaim.c */
+unsigned long dirty_keep_pages(void);
+void zone_maybe_reclaim(struct zone *z, uint64_t now);
+
+/* ---- small helpers, inline where they were ---- */
+
+
+
+
+/* The first descriptor of pg's slice. */
+static inline struct sk_page *page_first(const struct sk_page *pg)
+{
+    return (struct sk_page *)page_slice(pg)->pages;
+}
+
+/* Exact blocks in use and their pages (zone->lock held; read unlocked by
+ * page_exact_stats). */
+static inline void zone_count_exact(struct zone *z, long blocks, long pages)
+{
+    __atomic_store_n(&z->exact_blocks, z->exact_blocks + (unsigned long)blocks, __ATOMIC_RELAXED);
+    __atomic_store_n(&z->exact_pages, z->exact_pages + (unsigned long)pages, __ATOMIC_RELAXED);
+}
+
+
+
+/* A block of nr pages freed into z (locked): the trim threshold follows. */
+static inline void zone_note_freed(struct zone *z, unsigned long nr)
+{
+    if (unlikely(2 * nr > z->trim_pages))
+        z->trim_pages = 2 * nr;
+}
+
+/* The free paths' unlock, once they have put dirty blocks on z's lists:
+ * record it for the purger and wake the purger if it sleeps.  Only the
+ * free that finds it asleep makes the system call (after the unlock: no
+ * zone lock is held across one); steady-state frees read one word. */
+static inline void zone_release_dirtied(struct zone *z, uint64_t now)
+{
+    z->dirtied_at = now;
+    z->dirty_seq++;
+    bool kick = !__atomic_load_n(&page_purger.work, __ATOMIC_RELAXED);
+    lock_release(&z->lock);
+    if (unlikely(kick))
+        purge_kick();
+}
+
+
+
 
 #endif

@@ -32,7 +32,7 @@
  * only in a process with threads of its own (os_threaded): one thread of
  * ours in a single-threaded program would make glibc's fork take its
  * lock (a fork from a signal handler then deadlocks), and such a program
- * trims at free instead (page.c, zone_keep_pages).  state
+ * trims at free instead (reclaim.c, zone_keep_pages).  state
  * goes NONE -> STARTING by CAS, so a malloc inside pthread_create (its TLS
  * vector) or on another thread meanwhile starts nothing; then RUNNING, or
  * OFF when pthread_create fails (the slow-path reclaim still works).

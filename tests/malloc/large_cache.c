@@ -1,6 +1,6 @@
 /*
  * large_cache — malloc of 32-256 KiB and the per-CPU exact-block cache
- * (page.c, page_alloc_exact), on a thread pinned to one CPU:
+ * (pcp.c, page_alloc_exact), on a thread pinned to one CPU:
  *
  *  - a block freed and asked for again with the same page count is the
  *    same block, its bytes as they were (no purge, no fault), for every

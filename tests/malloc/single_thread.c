@@ -1,7 +1,7 @@
 /*
  * single_thread — a program with one thread keeps one (issue: a drop-in
  * malloc must not change how many threads a program has), and still gets
- * its memory back (src/page/page.c, "Returning memory without a thread"):
+ * its memory back (src/page/reclaim.c, "Returning memory without a thread"):
  *  - 64 x 1 MiB and 200,000 small objects allocated, written, freed, then
  *    more mallocs and a sleep of 3 x decay_ms: still one thread, and the
  *    resident set is back within a few MiB of its start, with no thread

@@ -64,7 +64,7 @@ static inline void acct_no_purger(void)
 {
     os_options_init();
     os_options_parse("background=0");
-    /* Nor a trim at free (a process without the purger trims: page.c):
+    /* Nor a trim at free (a process without the purger trims: reclaim.c):
      * these tests follow blocks, which a purge in between would move. */
     for (int n = 0; n < MAX_NUMNODES; n++)
         page_zones[n].trim_pages = ~0ul >> 1;
@@ -105,7 +105,7 @@ static uint8_t acct_head[ACCT_MAX_SLICES][SLICE_PAGES];        /* 1 at any block
 static size_t acct_joined[ACCT_MAX_SLICES];   /* pages of the slice the zone has */
 static int acct_printed, acct_stale_printed;
 
-/* A zone's frontier slice (page.c, zone_grow_frontier) is the zone's only
+/* A zone's frontier slice (buddy.c, zone_grow_frontier) is the zone's only
  * up to frontier_next: the pages past it are no block's, and their
  * descriptors stay zero.  Every other slice is the zone's whole. */
 static size_t acct_slice_joined(const struct vm_slice *s)

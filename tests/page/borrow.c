@@ -1,7 +1,7 @@
 /*
  * borrow — a large block that its own zone could serve only with memory
  * not resident borrows the slab zone's resident free memory first
- * (page.c, zone_borrow; option zone_borrow):
+ * (buddy.c, zone_borrow; option zone_borrow):
  *  - slab-zone pages written and freed (resident, on the zone's lists);
  *    then a large block of 9 pages comes from among them: its node is the
  *    slab zone, every page of it is resident, and the large zone took no

@@ -1,5 +1,5 @@
 /*
- * exact_cache — the per-CPU exact-block cache (page.c, page_alloc_exact):
+ * exact_cache — the per-CPU exact-block cache (pcp.c, page_alloc_exact):
  * the last exact block of at most 64 pages freed on a CPU stays on that
  * CPU's PCP_EXACT list, on a thread pinned to one CPU:
  *  - freed, a 16-page block is neither in use (page_exact_stats) nor in

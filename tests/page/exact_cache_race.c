@@ -1,5 +1,5 @@
 /*
- * exact_cache_race — the per-CPU exact-block cache (page.c) under
+ * exact_cache_race — the per-CPU exact-block cache (pcp.c) under
  * threads: four workers take and free exact blocks of three page counts
  * (so the cache hits, misses and gives blocks back to the zone), each
  * block's first and last words written with its owner and checked before

@@ -1,6 +1,6 @@
 /*
  * exact_grow_fit — a block a realloc grows into (page_alloc_exact_grow) is
- * placed best-fit from 64 KiB up (page.c, EXACT_FIT_GROW_MIN_ORDER), where
+ * placed best-fit from 64 KiB up (buddy.c, EXACT_FIT_GROW_MIN_ORDER), where
  * page_alloc_exact still takes a buddy block of the rounded-up order:
  *  - six 20-page grow blocks, every page written, lie side by side (a
  *    buddy placement puts each at its own 32-page block);

@@ -1,6 +1,6 @@
 /*
  * frontier — a base-page arena slice joins its zone a step at a time
- * (page.c, zone_grow_frontier), so a zone's descriptors are touched where
+ * (buddy.c, zone_grow_frontier), so a zone's descriptors are touched where
  * its pages are used:
  *  - the first page taken leaves the zone holding 64 pages of its slice,
  *    and at most 2 of the slice's 257 header pages resident (the whole

@@ -1,6 +1,6 @@
 /*
  * frontier_fork — a fork while another thread is joining a range of the
- * frontier slice to the zone (page.c, zone_frontier_join: grow_lock and
+ * frontier slice to the zone (buddy.c, zone_frontier_join: grow_lock and
  * the zone lock held, the range half on the lists).  The child rebuilds
  * its lists from the descriptors, and must not join that range again:
  * its blocks would be freed twice (found in review: the child handed the

@@ -1,7 +1,7 @@
 /*
  * frontier_huge — the zone's first slice starts on base pages (a small
  * program pays no 2 MiB of RSS for a few pages), and what joins past its
- * first 4 MiB is advised onto huge pages (page.c, zone_frontier_join):
+ * first 4 MiB is advised onto huge pages (buddy.c, zone_frontier_join):
  *  - 2 MiB taken: nothing advised (s->huge_from 0);
  *  - past 4 MiB: huge_from is the 4 MiB mark, and the kernel says the
  *    range is THP-eligible (smaps), unless THP is "never";

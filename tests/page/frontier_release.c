@@ -1,5 +1,5 @@
 /*
- * frontier_release — the slab zone's frontier slice (page.c,
+ * frontier_release — the slab zone's frontier slice (buddy.c,
  * zone_grow_frontier) where only part of it has joined the zone:
  *  - a large block borrowed from the zone (zone_borrow) that grows in
  *    place past the frontier gets the pages it needs joined first

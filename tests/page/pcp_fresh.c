@@ -1,7 +1,7 @@
 /*
  * pcp_fresh — free pages parked on a per-CPU list of one order serve a
  * request of another order before the zone hands out never-used memory
- * (page.c, zone_drain_before_fresh), on a thread pinned to one CPU:
+ * (pcp.c, zone_drain_before_fresh), on a thread pinned to one CPU:
  *  - within FRESH_DRAIN_MS of page_init nothing drains: at start-up the
  *    lists hold only never-touched pages their first refills left, and a
  *    drain would interrupt every CPU and start the purger for nothing;

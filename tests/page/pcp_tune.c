@@ -1,6 +1,6 @@
 /*
  * pcp_tune — the per-CPU page lists' high watermark follows what a CPU
- * cycles (page.c, PCP_GROW_BYTES), on a thread pinned to one CPU, for
+ * cycles (pcp.c, PCP_GROW_BYTES), on a thread pinned to one CPU, for
  * every order with lists:
  *  - frees alone (a teardown) never raise it: past high they go to the
  *    zone in batches and the list stays at high;

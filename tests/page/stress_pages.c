@@ -13,7 +13,7 @@
  * allocation makes before it takes fresh memory must have run meanwhile.
  * Every fourth worker allocates in bursts instead: 20-40 blocks of one
  * order from 1 to 3, more than that order's list holds, then frees them
- * all, so that its CPU's lists overflow, run dry and grow (page.c,
+ * all, so that its CPU's lists overflow, run dry and grow (pcp.c,
  * pcp_tune), put one another back, and are trimmed by the reclaimer's
  * drains, all while the other threads push and pop on the same lists:
  * the tuning must have run (page_stats' pcp_grows).
@@ -266,7 +266,7 @@ int main(int argc, char **argv)
     struct page_stats st;
     page_stats(&st);
     /* The drain a request makes before it takes fresh memory
-     * (page.c, zone_drain_before_fresh) empties other CPUs' lists while
+     * (pcp.c, zone_drain_before_fresh) empties other CPUs' lists while
      * their threads push and pop: it must have run during the stress. */
     ok(!sk_opt.pcp || st.pcp_fresh_drains > 0,
        "allocations drained the per-CPU lists before taking fresh memory %lu times during the stress",
