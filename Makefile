@@ -105,9 +105,12 @@ all: lib $(TEST_BIN) $(TEST_CXXBIN) $(BENCH_BIN) $(WL_BIN) tools
 lib: $(B)/libslabkit.so $(B)/libslabkit.a $(B)/libslabkit_internal.a $(B)/slabkit.pc
 tools: $(TOOL_BIN) $(B)/slabkit $(B)/tools/slabkit-symbolize
 
-$(B)/obj/%.o: %.c $(LIB_HDR)
+# Each object depends on the headers it includes (-MMD: build/obj/*.d),
+# so an edit of slab_fast.h recompiles what includes it, not the library.
+DEPFLAGS = -MMD -MP
+$(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -c $< -o $@
+	$(CC) $(ALLCFLAGS) $(DEPFLAGS) -c $< -o $@
 
 # One relocatable object of the whole library, its objects in LIB_OBJ's
 # order: each section of it is one piece, bracketed by own_begin's and
@@ -194,17 +197,17 @@ $(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit_internal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -rdynamic -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit_internal.a
 
-$(B)/tsan/obj/%.o: %.c $(LIB_HDR)
+$(B)/tsan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TSANFLAGS) -c $< -o $@
+	$(CC) $(TSANFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(B)/tsan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(TSAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TSANFLAGS) -Itests -o $@ $< $(TSAN_LIB_OBJ) -lm
 
-$(B)/asan/obj/%.o: %.c $(LIB_HDR)
+$(B)/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ASANFLAGS) -c $< -o $@
+	$(CC) $(ASANFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(B)/asan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -284,3 +287,6 @@ deb:
 
 clean:
 	rm -rf $(B)
+
+# The header dependencies -MMD wrote (none before the first build).
+-include $(wildcard $(B)/obj/src/*/*.d $(B)/tsan/obj/src/*/*.d $(B)/asan/obj/src/*/*.d)

@@ -24,7 +24,7 @@
 #ifndef SK_MALLOC_H
 #define SK_MALLOC_H
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 
 /* The malloc family hands out 16-byte aligned memory: kmalloc-8, which the
  * kernel-style sk_malloc uses for 1..8 bytes, is never theirs.  malloc's

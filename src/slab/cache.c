@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "slab/inspect.h"
+#include "slab/kmalloc.h"
 #include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
@@ -243,7 +244,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     if (flags & SK_DEBUG_ALL)
         stride = slab_debug_layout(c, size, align);
     c->size = (uint32_t)stride;
-    c->reserved = c->red_left;    /* SLUB: nothing but objects in a slab */
+    c->reserved = c->dbg.red_left;    /* SLUB: nothing but objects in a slab */
     c->order = (uint16_t)calculate_order(stride, c->reserved);
     c->objects = (uint16_t)(((SK_PAGE_SIZE << c->order) - c->reserved) / stride);
     c->shift = (uint8_t)__builtin_ctz((unsigned)stride);

@@ -44,7 +44,7 @@
         sizeof(struct zone)), SKI_OFF(zone, managed_pages)), sizeof(struct pcp_set)),                       \
         sizeof(struct slub_slot)), CPU_ARRAY_SHIFT), SK_STAT_NR), MAX_NUMNODES), SLAB_NAME_LEN),           \
         PCP_MAX_ORDER), CPU_MAX_IDS), SKI_OFF(slab_cache, flags)), SKI_OFF(slab_cache, kofs)),              \
-        SKI_OFF(slab_cache, track_off)), SKI_OFF(slab_cache, orig_off)), SKI_OFF(slab_cache, kmalloc)),     \
+        SKI_OFF(slab_cache, dbg.track_off)), SKI_OFF(slab_cache, dbg.orig_off)), SKI_OFF(slab_cache, kmalloc)),     \
         SKI_OFF(slab_node, full)), sizeof(struct debug_track)), SK_DEBUG_U), SKI_OFF(slab_cpu, fresh_left))
 
 struct sk_inspect {

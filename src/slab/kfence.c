@@ -44,7 +44,7 @@
 
 #include "slab/kfence.h"
 #include "slab/report.h"
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 
 uintptr_t kfence_pool_start;
 size_t kfence_pool_size;

@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "slab/kfence.h"
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 
 static const uint32_t class_sizes[] = {
     8, 16, 32, 48, 64, 80, 96, 112, 128,

@@ -53,7 +53,7 @@
 #include <unistd.h>
 
 #include "slabkit.h"
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "slab/report.h"
 #include "slab/kfence.h"
 

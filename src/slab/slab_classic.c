@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "slab/slab_internal.h"   /* slab_cpu_id */
 
 /* ---- struct slab and the index array ----

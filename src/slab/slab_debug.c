@@ -55,12 +55,12 @@
 
 static inline struct debug_track *track_of(const struct slab_cache *c, void *obj, int which)
 {
-    return (struct debug_track *)((char *)obj + c->track_off) + which;
+    return (struct debug_track *)((char *)obj + c->dbg.track_off) + which;
 }
 
 static inline uint32_t *orig_of(const struct slab_cache *c, const void *obj)
 {
-    return (uint32_t *)((char *)obj + c->orig_off);
+    return (uint32_t *)((char *)obj + c->dbg.orig_off);
 }
 
 /* P: objects with a constructor stay constructed, unpoisoned (kernel). */
@@ -76,7 +76,7 @@ static inline char *slab_base(const struct sk_page *pg)
 
 static inline uint32_t padding(const struct slab_cache *c)
 {
-    return c->size - c->red_left - c->info_end;
+    return c->size - c->dbg.red_left - c->dbg.info_end;
 }
 
 /* ---- which caches, and their layout ---- */
@@ -137,21 +137,21 @@ size_t slab_debug_layout(struct slab_cache *c, size_t size, size_t align)
     size_t inuse = SK_ALIGN_UP(size, sizeof(void *));
     if (DBG(c, Z) && inuse == size)
         inuse += sizeof(void *);
-    c->inuse = (uint32_t)inuse;
+    c->dbg.inuse = (uint32_t)inuse;
     c->offset = (uint32_t)inuse;                      /* outside the object */
     c->kofs = (uint32_t)(inuse + sizeof(void *));
     size_t off = inuse + 2 * sizeof(void *);
-    c->track_off = 0;
+    c->dbg.track_off = 0;
     if (DBG(c, U)) {
-        c->track_off = (uint32_t)off;
+        c->dbg.track_off = (uint32_t)off;
         off += 2 * sizeof(struct debug_track);
     }
-    c->orig_off = (uint32_t)off;
+    c->dbg.orig_off = (uint32_t)off;
     off += sizeof(void *);
-    c->info_end = (uint32_t)off;
-    c->red_left = DBG(c, Z) ? (uint32_t)SK_ALIGN_UP(sizeof(void *), align) : 0;
+    c->dbg.info_end = (uint32_t)off;
+    c->dbg.red_left = DBG(c, Z) ? (uint32_t)SK_ALIGN_UP(sizeof(void *), align) : 0;
     c->mode = SLAB_MODE_DEBUG;
-    return SK_ALIGN_UP(off + c->red_left, align);
+    return SK_ALIGN_UP(off + c->dbg.red_left, align);
 }
 
 /* ---- reports ---- */
@@ -259,15 +259,15 @@ static void print_trailer(struct slab_cache *c, struct sk_page *pg, char *obj)
     print_slab_info(c, pg);
     os_printf(2, "INFO: Object 0x%lx @offset=%lu fp=0x%lx\n\n", (unsigned long)(uintptr_t)obj,
               (unsigned long)(obj - slab_base(pg)), (unsigned long)(uintptr_t)get_fp(c, obj));
-    if (c->red_left)
-        print_section("Redzone  ", (uint8_t *)obj - c->red_left, c->red_left);
+    if (c->dbg.red_left)
+        print_section("Redzone  ", (uint8_t *)obj - c->dbg.red_left, c->dbg.red_left);
     else if (obj >= (char *)pg->slab.s_mem + 16)
         print_section("Bytes b4 ", (uint8_t *)obj - 16, 16);
     print_section("Object   ", (uint8_t *)obj, c->object_size < SK_PAGE_SIZE ? c->object_size : SK_PAGE_SIZE);
     if (DBG(c, Z))
-        print_section("Redzone  ", (uint8_t *)obj + c->object_size, c->inuse - c->object_size);
+        print_section("Redzone  ", (uint8_t *)obj + c->object_size, c->dbg.inuse - c->object_size);
     if (padding(c))
-        print_section("Padding  ", (uint8_t *)obj + c->info_end, padding(c));
+        print_section("Padding  ", (uint8_t *)obj + c->dbg.info_end, padding(c));
     os_printf(2, "\n");
 }
 
@@ -301,9 +301,9 @@ static bool check_object(struct slab_cache *c, struct sk_page *pg, char *obj, ui
 {
     bool ok = true;
     if (DBG(c, Z)) {
-        ok &= check_bytes(c, pg, obj, held, "Left Redzone", (uint8_t *)obj - c->red_left, val, c->red_left);
+        ok &= check_bytes(c, pg, obj, held, "Left Redzone", (uint8_t *)obj - c->dbg.red_left, val, c->dbg.red_left);
         ok &= check_bytes(c, pg, obj, held, "Right Redzone", (uint8_t *)obj + c->object_size, val,
-                          c->inuse - c->object_size);
+                          c->dbg.inuse - c->object_size);
         uint32_t orig = *orig_of(c, obj);
         if (val == RED_ACTIVE && c->kmalloc && orig && orig < c->object_size)
             ok &= check_bytes(c, pg, obj, held, "kmalloc Redzone", (uint8_t *)obj + orig, val, c->object_size - orig);
@@ -313,7 +313,7 @@ static bool check_object(struct slab_cache *c, struct sk_page *pg, char *obj, ui
         ok &= check_bytes(c, pg, obj, held, "End Poison", (uint8_t *)obj + c->object_size - 1, POISON_END, 1);
     }
     if (DBG(c, Z) || DBG(c, P))
-        ok &= check_bytes(c, pg, obj, held, "Object padding", (uint8_t *)obj + c->info_end, POISON_INUSE, padding(c));
+        ok &= check_bytes(c, pg, obj, held, "Object padding", (uint8_t *)obj + c->dbg.info_end, POISON_INUSE, padding(c));
     return ok;
 }
 
@@ -359,15 +359,15 @@ static bool on_freelist(const struct slab_cache *c, struct sk_page *pg, const vo
 static void make_free(struct slab_cache *c, char *obj)
 {
     if (DBG(c, Z)) {
-        memset(obj - c->red_left, RED_INACTIVE, c->red_left);
-        memset(obj + c->object_size, RED_INACTIVE, c->inuse - c->object_size);
+        memset(obj - c->dbg.red_left, RED_INACTIVE, c->dbg.red_left);
+        memset(obj + c->object_size, RED_INACTIVE, c->dbg.inuse - c->object_size);
     }
     if (poisons(c)) {
         memset(obj, POISON_FREE, c->object_size - 1);
         obj[c->object_size - 1] = (char)POISON_END;
     }
     if (DBG(c, Z) || DBG(c, P))
-        memset(obj + c->info_end, POISON_INUSE, padding(c));
+        memset(obj + c->dbg.info_end, POISON_INUSE, padding(c));
 }
 
 /* A live object of `size` requested bytes: active red zones, the kmalloc
@@ -375,8 +375,8 @@ static void make_free(struct slab_cache *c, char *obj)
 static void make_live(struct slab_cache *c, char *obj, size_t size)
 {
     if (DBG(c, Z)) {
-        memset(obj - c->red_left, RED_ACTIVE, c->red_left);
-        memset(obj + c->object_size, RED_ACTIVE, c->inuse - c->object_size);
+        memset(obj - c->dbg.red_left, RED_ACTIVE, c->dbg.red_left);
+        memset(obj + c->object_size, RED_ACTIVE, c->dbg.inuse - c->object_size);
         if (c->kmalloc)
             memset(obj + size, RED_ACTIVE, c->object_size - size);
     }
@@ -523,7 +523,7 @@ static void invalid_pointer(struct slab_cache *c, const void *p, const char *cal
     }
     bug_begin(c, NULL, "Invalid object pointer 0x%lx", (unsigned long)(uintptr_t)p);
     if (pg) {
-        char *first = (char *)pg->slab.s_mem - c->red_left;
+        char *first = (char *)pg->slab.s_mem - c->dbg.red_left;
         size_t idx = ((const char *)p - first) / c->size;
         if ((const char *)p >= first && idx < c->objects) {
             char *obj = (char *)pg->slab.s_mem + idx * c->size;

@@ -9,7 +9,7 @@
 #ifndef SK_SLAB_INTERNAL_H
 #define SK_SLAB_INTERNAL_H
 
-#include "slab/slab.h"
+#include "slab/slab_fast.h"
 
 /* ---- free pointers ---- */
 

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "tap.h"
 
 static void *(*volatile get)(size_t) = malloc;

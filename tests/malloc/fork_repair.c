@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "tap.h"
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "statm.h"
 #include "tap.h"
 

@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "cpus.h"        /* SK_TEST_DENY_MEMBARRIER=1: drains visit the CPUs */
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "statm.h"
 #include "tap.h"
 #include "threaded.h"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "statm.h"
 #include "tap.h"
 

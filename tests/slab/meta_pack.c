@@ -30,7 +30,7 @@
 
 #include "cpus.h"
 #include "page/page.h"
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "vm/vm.h"
 #include "statm.h"
 #include "tap.h"

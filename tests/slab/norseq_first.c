@@ -28,7 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "slab/slab.h"
+#include "slab/kmalloc.h"
 #include "tap.h"
 #include "kmalloc_counts.h"
 

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "slabkit.h"
-#include "slab/slab.h"          /* SLAB_REAP_MS */
+#include "slab/kmalloc.h"          /* SLAB_REAP_MS */
 #include "cpus.h"
 #include "tap.h"
 #include "cache_info.h"

@@ -50,7 +50,7 @@
 
 #include "cpu/cpu.h"
 #include "slab/poison.h"        /* SK_ASAN */
-#include "slab/slab.h"          /* slab_reaped */
+#include "slab/kmalloc.h"          /* slab_reaped */
 #include "slabkit.h"
 #include "kmalloc_counts.h"
 #include "tap.h"

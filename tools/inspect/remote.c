@@ -794,7 +794,7 @@ static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t
                 if (which == TRACK_ALLOC ? mark != 0 : mark != key)
                     continue;
                 struct debug_track t;
-                memcpy(&t, obj + c->track_off + (size_t)which * sizeof t, sizeof t);
+                memcpy(&t, obj + c->dbg.track_off + (size_t)which * sizeof t, sizeof t);
                 if (!t.ms || t.nframes > TRACK_FRAMES)
                     continue;
                 /* slabkit's own frames first: skipped, unless all are. */
@@ -804,7 +804,7 @@ static void calls_one(const struct rmt *r, const struct slab_cache *c, uintptr_t
                 if (skip == t.nframes)
                     skip = 0;
                 uint32_t orig;
-                memcpy(&orig, obj + c->orig_off, sizeof orig);
+                memcpy(&orig, obj + c->dbg.orig_off, sizeof orig);
                 unsigned long bytes = which != TRACK_ALLOC ? 0 : c->kmalloc && orig ? orig : c->object_size;
                 calls_add(locs, t.nframes ? (uintptr_t)t.frames[skip] : 0, now > t.ms ? now - t.ms : 0, t.tid, t.cpu,
                           bytes);
