@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "malloc/malloc.h"
-#include "slab/kfence.h"
-#include "slab/report.h"
+#include "debug/kfence.h"
+#include "debug/report.h"
 #include "slab/slabinfo_format.h"
 #include "slab/slub_cpu.h"
 

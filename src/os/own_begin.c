@@ -6,7 +6,7 @@
  * libslabkit.a and libslabkit.so are made of), so each writable section
  * of slabkit's (.data, .data.rel, .data.rel.local, .bss, .bss.sk_big)
  * runs from the begin marker of that section to its end marker, whatever
- * program it is linked into.  The leak scan (src/slab/leak.c) reads the
+ * program it is linked into.  The leak scan (src/debug/leak.c) reads the
  * program's data as roots but not these ranges: slabkit's own variables
  * hold heap addresses (a slice's base, the first object's address) that
  * would keep leaked objects looking referenced.  Nothing else reads them.

@@ -19,7 +19,6 @@
 
 #include "slab/inspect.h"
 #include "slab/kmalloc.h"
-#include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
 _Static_assert(SK_DEBUG_F == SK_CACHE_CONSISTENCY_CHECKS && SK_DEBUG_Z == SK_CACHE_RED_ZONE &&

@@ -45,7 +45,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "slab/kfence.h"
 #include "slab/kmalloc.h"
 
 static const uint32_t class_sizes[] = {

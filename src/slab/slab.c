@@ -56,7 +56,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "slab/poison.h"
 #include "slab/slub_cpu.h"
 
 uintptr_t slab_free_key;     /* set by slab_init before the first slab */

@@ -1,5 +1,5 @@
 /*
- * cache_poison — memcheck and ASan see sk_cache objects (src/slab/poison.h):
+ * cache_poison — memcheck and ASan see sk_cache objects (src/debug/poison.h):
  * a handed-out object is addressable for its object_size bytes and no
  * further, a free one (freed, or never handed out) is not addressable at
  * all (only the allocator's two words after it are), an object of a cache with a constructor comes back defined and one
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "slabkit.h"
-#include "slab/poison.h"
+#include "debug/poison.h"
 #include "tap.h"
 
 /* ---- what the tool says about memory ---- */

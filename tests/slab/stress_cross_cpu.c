@@ -49,7 +49,7 @@
 #include <time.h>
 
 #include "cpu/cpu.h"
-#include "slab/poison.h"        /* SK_ASAN */
+#include "debug/poison.h"        /* SK_ASAN */
 #include "slab/kmalloc.h"          /* slab_reaped */
 #include "slabkit.h"
 #include "kmalloc_counts.h"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # memcheck_cache.t — valgrind's memcheck sees sk_cache objects (slabkit's
-# client requests, src/slab/poison.h):
+# client requests, src/debug/poison.h):
 #   - tests/slab/cache_poison runs under memcheck with --error-exitcode: its
 #     checks of what is addressable and defined pass, and its stress (two
 #     threads, cross frees, shrink, destroy; the allocator reading and

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "inspect/remote.h"
-#include "slab/calls.h"
+#include "debug/calls.h"
 #include "slab/inspect.h"
 
 #define RMT_MAX_CACHES 4096          /* caches walked; more means a loop */

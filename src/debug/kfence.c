@@ -42,8 +42,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "slab/kfence.h"
-#include "slab/report.h"
+#include "debug/kfence.h"
+#include "debug/report.h"
 #include "slab/kmalloc.h"
 
 uintptr_t kfence_pool_start;

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "lock/lock.h"
-#include "slab/report.h"
+#include "debug/report.h"
 
 enum { ST_NONE, ST_BUSY, ST_READY };
 static int state;

@@ -54,8 +54,8 @@
 
 #include "slabkit.h"
 #include "slab/kmalloc.h"
-#include "slab/report.h"
-#include "slab/kfence.h"
+#include "debug/report.h"
+#include "debug/kfence.h"
 
 #define LEAK_GRANULE_SHIFT 4       /* one mark bit per 16 bytes (strides are 16+) */
 #define LEAK_DRAIN_AT 4096         /* root scans drain the work list beyond this */

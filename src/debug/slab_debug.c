@@ -39,8 +39,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "slab/calls.h"
-#include "slab/report.h"
+#include "debug/calls.h"
+#include "debug/report.h"
 #include "slab/slab_internal.h"
 
 /* The kernel's bytes (include/linux/poison.h). */

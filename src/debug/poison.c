@@ -13,7 +13,7 @@
  * Locks: none; each hook touches only its own object or a slab no other
  * thread can reach yet (new) or any more (discarded).
  */
-#include "slab/poison.h"
+#include "debug/poison.h"
 #include "slab/slab.h"
 
 bool slab_poison_on;
