@@ -93,7 +93,8 @@ C
     ok $? "and runs on the staged library"
     pre=$(PKG_CONFIG_PATH=$D$LD/pkgconfig pkg-config --variable=prefix slabkit)
     lib=$(PKG_CONFIG_PATH=$D$LD/pkgconfig pkg-config --define-variable=prefix=/opt/sk --variable=libdir slabkit)
-    [ "$pre" = /usr ] && [ "$lib" = /opt/sk/lib ]
+    case $lib in /opt/sk/lib*) lib_ok=1 ;; *) lib_ok= ;; esac
+    [ "$pre" = /usr ] && [ -n "$lib_ok" ]
     ok $? "slabkit.pc has a prefix (/usr: $pre) that libdir follows (prefix=/opt/sk: $lib)"
 else
     skip "pkg-config not installed"; skip "pkg-config not installed"; skip "pkg-config not installed"

@@ -61,7 +61,7 @@ grep -Eq '^  comm "leaky", pid [0-9]+, jiffies [0-9]+ \(age [0-9]+\.[0-9]{3}s\)$
 ok $? "the comm line gives the object's age"
 grep -Eq '^  kmalloc-48 +3 objects +144 bytes leaky_three\+0x[0-9a-f]+/0x[0-9a-f]+$' err
 ok $? "the summary groups leaky_three's 3 objects (144 bytes) by site"
-grep -Eq '^  kmalloc-[0-9]+ +1 objects +[0-9]+ bytes leaky_one\+0x[0-9a-f]+/0x[0-9a-f]+$' err
+grep -Eq '^  kmalloc-[0-9]+ +1 object +[0-9]+ bytes leaky_one\+0x[0-9a-f]+/0x[0-9a-f]+$' err
 ok $? "and leaky_one's object under its own site"
 env LD_PRELOAD="$LIB" SLABKIT_OPTIONS=debug=U,slabinfo_file="$T/rep" ./leaky 2>err2 &&
     "$B/tools/slabinfo" "$T/rep" -r kmalloc-48 >calls 2>calls.err
