@@ -216,6 +216,10 @@ $(B)/asan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(ASAN_LIB_OBJ)
 test: all $(TSAN_BIN) $(ASAN_BIN)
 	@tests/run
 
+# The quick tier: every layer's unit and stress tests (docs/testing.md).
+check: lib $(TEST_BIN) $(TEST_CXXBIN)
+	@tests/run check
+
 test-tsan: $(TSAN_BIN)
 	@tests/run tsan
 

@@ -16,7 +16,7 @@
  *  - fork while another thread holds a pool's lock (caught carving): the
  *    child, after cpu_pool_atfork_child, carves a column at once, from a
  *    new pool, and the parent's pool goes on where it was.
- * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
+ * Runs with rseq and, via tests/modes/rseq_off.t, in the fallback.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

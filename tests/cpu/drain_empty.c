@@ -10,7 +10,7 @@
  *  - every CPU drained again, all empty: no membarrier at all, nothing
  *    returned;
  *  - an array emptied by pops (cap set, count 0) is skipped the same way.
- * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
+ * Runs with rseq and, via tests/modes/rseq_off.t, in the fallback.
  */
 #define _GNU_SOURCE
 #include <stdint.h>

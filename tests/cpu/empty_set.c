@@ -15,7 +15,7 @@
  *    the test with SIGSEGV);
  *  - 16 threads doing the same at once, on two CPUs, while a real set
  *    next to it works as usual.
- * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback;
+ * Runs with rseq and, via tests/modes/rseq_off.t, in the fallback;
  * TSAN: yes (the fallback's locks).
  */
 #define _GNU_SOURCE

@@ -10,7 +10,7 @@
  * exactly once: in an array or in the overflow pool.
  *
  * The same binary proves the rseq path (default) and the lock fallback
- * (tests/variants/rseq_off.t runs it with GLIBC_TUNABLES=glibc.pthread.rseq=0;
+ * (tests/modes/rseq_off.t runs it with GLIBC_TUNABLES=glibc.pthread.rseq=0;
  * TSan builds always use the fallback; rseq_off.t also runs it with
  * membarrier denied, SK_TEST_DENY_MEMBARRIER=1, tests/cpus.h).
  * Usage: percpu_arrays [milliseconds per run [threads ...]]  (default 1200 8 64)

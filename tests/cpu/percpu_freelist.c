@@ -11,7 +11,7 @@
  * (an atomic owner word per token), and at the end every token is found
  * exactly once: on a list or in the pool.
  *
- * With and without rseq: tests/variants/rseq_off.t runs it with
+ * With and without rseq: tests/modes/rseq_off.t runs it with
  * GLIBC_TUNABLES=glibc.pthread.rseq=0 and with membarrier denied; the TSan
  * build runs the lock fallback.
  * Usage: percpu_freelist [milliseconds per run [threads ...]]  (default 1000 8 64)

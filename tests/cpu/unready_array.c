@@ -11,7 +11,7 @@
  *    a write would have killed with SIGSEGV;
  *  - the same set readied (capacity 4, writable again): a push and a pop
  *    go through the fast paths.
- * Runs with rseq and, via tests/variants/rseq_off.t, in the fallback.
+ * Runs with rseq and, via tests/modes/rseq_off.t, in the fallback.
  */
 #define _GNU_SOURCE
 #include <signal.h>

@@ -6,7 +6,7 @@
 //
 // Its operators hand out blocks from a static arena with a tag before
 // each, count, and abort on a block that is not theirs.  Built plain;
-// tests/variants/cxx_ops.t runs it with LD_PRELOAD=libslabkit.so (where
+// tests/programs/cxx_ops.t runs it with LD_PRELOAD=libslabkit.so (where
 // slabkit's sized delete, array and nothrow forms stand in for
 // libstdc++'s) and under tests/run it runs on libstdc++'s.
 #include <cstddef>

@@ -1,7 +1,7 @@
 // cxx_sized.cc — C++'s sized and aligned operator new and delete.
 //
 // Built plain (no allocator linked): under tests/run it checks the
-// language's behaviour on libstdc++'s operators; tests/variants/cxx_ops.t
+// language's behaviour on libstdc++'s operators; tests/programs/cxx_ops.t
 // runs it again with LD_PRELOAD=libslabkit.so and SK_EXPECT_SLABKIT=1,
 // where it also proves the operators are slabkit's: each of the twenty
 // names resolves into libslabkit (dladdr), and objects made with new and

@@ -5,7 +5,7 @@
 // nothrow new for a size that cannot be had.
 //
 // Built plain (no allocator linked), so it prints TAP and runs as is under
-// tests/run (glibc's malloc); tests/variants/programs_cxx.t runs it again
+// tests/run (glibc's malloc); tests/programs/programs_cxx.t runs it again
 // with LD_PRELOAD=libslabkit.so and SK_EXPECT_SLABKIT=1, where it also
 // proves that operator new's memory is slabkit's (sk_usable_size, found
 // with dlsym, knows every block new handed out).
@@ -184,7 +184,7 @@ int main()
     auto sk_usable = reinterpret_cast<usable_fn>(dlsym(RTLD_DEFAULT, "sk_usable_size"));
     const char *expect = std::getenv("SK_EXPECT_SLABKIT");
     if (!sk_usable && !(expect && *expect == '1')) {
-        std::printf("ok %d # skip slabkit is not loaded (run by tests/variants/programs_cxx.t)\n", ++tests_run);
+        std::printf("ok %d # skip slabkit is not loaded (run by tests/programs/programs_cxx.t)\n", ++tests_run);
     } else if (!sk_usable) {
         check(false, "slabkit is loaded (sk_usable_size found)");
     } else {

@@ -6,7 +6,7 @@
  * at another, EEXIST on the way) are reached by the process's first
  * allocations, by 64 MiB blocks and by realloc growing a block in and
  * out of place: the first calls run before anything else has allocated.
- * Built linked with libslabkit.a here; tests/variants/errno_kept.t builds
+ * Built linked with libslabkit.a here; tests/programs/errno_kept.t builds
  * it against the shared library too (whose slices lie elsewhere: the
  * retries it met there were not this build's) and adds operator new.
  */

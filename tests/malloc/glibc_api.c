@@ -30,7 +30,7 @@
  *    kmalloc-112", while right sizes pass.
  * Classes are found (cache_for), not assumed, so that --sized-only (good
  * size, sized frees, bad input) also runs under allocator=slab and
- * sheaves=0 (tests/variants/slab_classic.t, sheaves_off.t).
+ * sheaves=0 (tests/modes/slab_classic.t, sheaves_off.t).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -16,7 +16,7 @@
  *  - mallopt(M_MMAP_THRESHOLD, 0) makes such a request a direct mapping;
  *  - bad input, each in a child: a double free of a block and a free of
  *    a pointer inside one abort with their message.
- * The same binary runs with pcp=0 (tests/variants/pcp_off.t): the block
+ * The same binary runs with pcp=0 (tests/modes/pcp_off.t): the block
  * then comes from the zone under its lock.
  */
 #define _GNU_SOURCE

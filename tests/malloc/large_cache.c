@@ -15,7 +15,7 @@
  *    sizes, keep every byte (each block checked end to end);
  *  - bad input, each in a child: a double free of a cached block and a
  *    free inside one abort with their message.
- * The same binary runs with pcp=0 (tests/variants/pcp_off.t): there is no
+ * The same binary runs with pcp=0 (tests/modes/pcp_off.t): there is no
  * cache then, and what says "the same block" is skipped.
  */
 #define _GNU_SOURCE

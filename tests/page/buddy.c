@@ -9,7 +9,7 @@
  * per-CPU lists drained, every slice coalesces back into one block of the
  * largest order, and those blocks can be allocated again without a new
  * slice.
- * tests/variants/pcp_off.t runs it again with SLABKIT_OPTIONS=pcp=0.
+ * tests/modes/pcp_off.t runs it again with SLABKIT_OPTIONS=pcp=0.
  * Usage: buddy [operations]
  */
 #define _GNU_SOURCE   /* accounting.h: cpus.h wants sched.h's CPU sets */

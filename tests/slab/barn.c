@@ -13,7 +13,7 @@
  *    pattern intact); the barn never holds more than its capacity;
  *  - once everything is freed, sk_cache_shrink empties the barn with the
  *    rest: no slab, no object left;
- *  - with SLABKIT_OPTIONS=barn=0 (tests/variants/slab_options.t) the cache
+ *  - with SLABKIT_OPTIONS=barn=0 (tests/modes/slab_options.t) the cache
  *    has no barn and nothing goes through one.
  * Runs with rseq and in the lock fallback (the pinned threads' fallback
  * slots are their CPUs).  Needs two CPUs; skips otherwise.

@@ -10,7 +10,7 @@
  * with no tool error.
  *
  * Where the checks run: in the `make asan` build (ASan), and under valgrind
- * (tests/variants/memcheck_cache.t runs this program under memcheck with
+ * (tests/programs/memcheck_cache.t runs this program under memcheck with
  * --error-exitcode, so any error memcheck reports fails it).  Natively only
  * the stress runs (contents and constructed state survive every cycle).
  * In the ASan build, forked children read and write an object after its

@@ -17,7 +17,7 @@
  *  - sk_cache_shrink gives back a slab whose handed-out objects are all
  *    free, and keeps one with an object in use, its range unwritten;
  *  - objects come back intact through it all (each carries a pattern).
- * The same binary runs with rseq off (tests/variants/rseq_off.t);
+ * The same binary runs with rseq off (tests/modes/rseq_off.t);
  * sheaves=0 and allocator=slab make slabs eagerly (not run there).
  */
 #define _GNU_SOURCE

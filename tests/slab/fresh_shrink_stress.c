@@ -14,7 +14,7 @@
  * given back while an object of it was live, or an object handed out
  * twice, shows as a stamp overwritten before the consumer reads it.  At the
  * end nothing is active and a last shrink leaves no slab.
- * The rseq-off variant runs it too (tests/variants/rseq_off.t: names with
+ * The rseq-off variant runs it too (tests/modes/rseq_off.t: names with
  * "stress"); with fewer than two CPUs it is skipped.
  * TSAN: yes  (fewer objects)
  */

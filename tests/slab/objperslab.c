@@ -8,7 +8,7 @@
  * (in a child, whose abort message is checked).
  *
  * SLABKIT_OPTIONS is read before the first allocation, so the modes are
- * set from outside: tests/variants/slab_classic.t runs this binary with
+ * set from outside: tests/modes/slab_classic.t runs this binary with
  * allocator=slab,slab_mgmt=onslab and =page.  Under the default (SLUB)
  * it checks only that SLUB keeps no header: objperslab = slab / size.
  */

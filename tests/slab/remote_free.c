@@ -12,7 +12,7 @@
  *    line with a live even one; the cache counts 32 remote frees;
  *  - back on CPU a, the owner gets the odd objects back from its slab
  *    within a slab's worth of allocations: nothing is stranded;
- *  - with remote_free=0 (tests/variants/slab_options.t) the old path is
+ *  - with remote_free=0 (tests/modes/slab_options.t) the old path is
  *    taken: CPU b hands the freed objects out again and counts no remote
  *    free; so it is without rseq (the lock fallback has no CPU to compare)
  *    and with allocator=slab (SLAB's array caches, whose descriptors keep

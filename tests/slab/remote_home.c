@@ -16,7 +16,7 @@
  *    none of its next allocations is one;
  *  - back on CPU a, those come back within a few slabs of allocations.
  * Without rseq, with remote_free=0 or allocator=slab
- * (tests/variants/slab_options.t) nothing goes home.  Needs two CPUs.
+ * (tests/modes/slab_options.t) nothing goes home.  Needs two CPUs.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

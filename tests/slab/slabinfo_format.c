@@ -21,7 +21,7 @@
  * The malloc family is slabkit's in this test (see `text`), so stdio's
  * buffers come from the caches being inspected, as in a real process.
  *
- * Mode for tests/variants/slab_options.t:
+ * Mode for tests/modes/slab_options.t:
  *   slabinfo_format --objperslab NAME   print NAME's objperslab from the text
  */
 #define _GNU_SOURCE

@@ -30,7 +30,7 @@
  * from tail pages (none without rseq), so the checks above ran over
  * those paths racing the homes' refills and the shrinker.
  *
- * tests/variants/slab_options.t reruns it with cpu_partial=0, with rseq off
+ * tests/modes/slab_options.t reruns it with cpu_partial=0, with rseq off
  * (GLIBC_TUNABLES=glibc.pthread.rseq=0) and both; mutex_spin.t with
  * mutex_spin=0/1.  Usage: stress_cross_cpu [objects per producer]
  *
@@ -462,7 +462,7 @@ int main(int argc, char **argv)
     /* Remote frees need rseq (the CPU to compare) and the SLUB arrays. */
     bool remote_on = sk_option("remote_free") == 1 && sheaves != 0 && sk_option("allocator") != SK_ALLOC_SLAB &&
                      cpu_use_rseq && !SK_ASAN;
-    /* allocator=slab (tests/variants/slab_classic.t): SLAB has no CPU
+    /* allocator=slab (tests/modes/slab_classic.t): SLAB has no CPU
      * partial lists, as cpu_partial=0. */
     if (sk_option("allocator") == SK_ALLOC_SLAB)
         cpu_partial = 0;

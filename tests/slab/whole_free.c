@@ -14,7 +14,7 @@
  *    pattern of its own, checked before it is freed again);
  *  - sk_cache_shrink then leaves no slab.
  * The same binary runs under sheaves=0, cpu_partial=0 and rseq off
- * (tests/variants/slab_options.t); allocator=slab has a free path of its
+ * (tests/modes/slab_options.t); allocator=slab has a free path of its
  * own (SLAB's free_block) and is not run.
  */
 #define _GNU_SOURCE
