@@ -62,8 +62,8 @@
  * row that holds the arrays of CPU_SETS_PER_ROW sets side by side
  * (cpu_arrays_alloc): a CPU that runs a few caches touches a page for
  * every four of them, where a stride of one array put every cache's
- * array of a CPU on a page of its own more often than not (a program
- * using 29 classes faulted 22 pages of arrays on two CPUs, 8 now). */
+ * array of a CPU on a page of its own more often than not (docs/design.md,
+ * "Per-CPU arrays", has the page counts). */
 #define CPU_ARRAY_SHIFT 12
 #define CPU_ARRAY_STRIDE (1u << CPU_ARRAY_SHIFT)
 #define CPU_SETS_PER_ROW (CPU_ARRAY_STRIDE / CPU_ARRAY_BYTES)

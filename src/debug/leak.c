@@ -8,7 +8,7 @@
  * stays unmarked ("white") at the end is reported as an unreferenced
  * object.  slabkit needs no tracking tree: its page map already answers,
  * for any word, which slab object or large block it falls in, and the free
- * marker (slab.h) tells an allocated object from a free one.
+ * marker (slab_fast.h) tells an allocated object from a free one.
  *
  * Tracked: objects of every slab cache with a free marker (all of malloc's
  * classes and sk_cache_create's caches of 16 bytes and more), large blocks

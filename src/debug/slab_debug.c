@@ -24,7 +24,7 @@
  * never frozen.  A free object holds poison (P, no constructor) and
  * inactive red zones (0xbb); a live one active red zones (0xcc) and, for
  * kmalloc, 0xcc from its requested size to object_size (Z).  The free
- * marker is slab.h's protocol: 0 live, the key free, key|1 never handed out.
+ * marker is slab_fast.h's protocol: 0 live, the key free, key|1 never handed out.
  *
  * Lock order: the cache's node-0 list_lock only (slab.c's level 2), then
  * the page allocator below it.  Stacks are taken (backtrace) and reports

@@ -31,8 +31,7 @@
  *      woken waiter came to the kernel in 2016, after the series took the
  *      wait lock out of the unlock; here a woken spinner that got the
  *      mutex would then queue for the wait lock while owning it, to leave
- *      the sleepers (measured: about half the throughput at 90 aim7 users
- *      on 2 CPUs, far from the seed's "before").
+ *      the sleepers (far from the seed's "before": docs/mutex.md).
  * Shared with the default, unchanged (mutex_impl.h): admission to spin (at
  * most CPUs - 1 spinners — the user-space stand-in for the kernel's
  * spinners running with preemption off, one per CPU — and none while the

@@ -49,7 +49,7 @@ static SK_ALWAYS_INLINE void *malloc_inline(size_t size)
         void *obj;
         /* Acquire: kmalloc_init publishes the entry after its cache. */
         if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays16[(size + 15) >> 4], __ATOMIC_ACQUIRE), &obj))) {
-            ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab.h): classes >= 16 */
+            ((uintptr_t *)obj)[1] = 0;   /* no free marker (slab_fast.h): classes >= 16 */
             return obj;
         }
     } else if (likely(size <= KMALLOC_MAX_CACHE_SIZE)) {
@@ -88,7 +88,7 @@ void sized_free_slow(struct sized_entry *e, void *p, size_t size, size_t align);
  * for malloc's own): a small object with the route TRUST here, inline;
  * everything else out of line.  Always inlined: GCC stopped inlining it
  * into free_sized once the unit grew (a jump and an argument shuffle more
- * per call, 103 -> 115 instructions a malloc+free_sized pair). */
+ * per call). */
 static SK_ALWAYS_INLINE void sized_free(struct sized_entry *e, void *p, size_t size, size_t align)
 {
     size = malloc_size(size);

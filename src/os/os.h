@@ -135,8 +135,8 @@ void os_restore_cpus(const struct os_cpus *saved);
 uint64_t os_now_ns(void);       /* CLOCK_MONOTONIC */
 uint64_t os_now_ms_coarse(void); /* CLOCK_MONOTONIC_COARSE, for aging */
 /* 64 random bits (odd): getrandom, 32 values a call (each cache takes
- * one at creation: 41 calls at start-up were 40% of a short program's
- * system calls), falling back to time ^ address.  Thread-safe. */
+ * one at creation: a call each was most of a short program's system
+ * calls), falling back to time ^ address.  Thread-safe. */
 uint64_t os_random64(void);
 /* In a forked child: values the parent had fetched are not reused. */
 void os_random_atfork_child(void);

@@ -335,7 +335,7 @@ struct zone *zone_here(void)
 /* Past its first 4 MiB the frontier slice is advised onto huge pages
  * (huge_slices=1): a program that has used that much is not small, and
  * its slabs and their descriptors then cost one TLB entry per 2 MiB, not
- * per 4 KiB (larson, 4 threads: 7% less time).  The steps that join are
+ * per 4 KiB (docs/design.md has larson's figure).  The steps that join are
  * powers of two, so from 4 MiB on each is whole huge pages. */
 #define FRONTIER_HUGE_FROM ((size_t)(4 << 20) >> SK_PAGE_SHIFT)
 
@@ -493,7 +493,7 @@ static bool zone_take_until(struct zone *z, struct sk_page *first, size_t q, siz
              * resident: a buffer grown in place a page at a time left
              * each next block "resident" to its end, and dirty-first
              * takes chose it over memory that was, faulting it in
-             * (realloc_grow: 12.8 -> 11.5 MiB). */
+             * (bench/peers realloc_grow's peak; docs/design.md). */
             zone_free_range(z, first, end, q + span, q + resident, now);
             dirtied |= q + resident > end;
         }
@@ -566,18 +566,17 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
  * block of at least order - 3 (a run of n pages has one of at least n / 4)
  * is a candidate, at most EXACT_FIT_SCAN of them, each placed at its lowest
  * page.  Fewest pages to fault in first (the spans say which may be
- * resident), then the tightest run, then the lowest address.  With it, the
- * same loop purged 724 MiB instead of 1372 and took 0.69 s instead of 1.29
- * (tcmalloc 1.42); without purging it peaks at 415 MiB.  The peak with the
- * dirty limit stays at 380-390 MiB (glibc 352): the zone's 64 MiB slices
- * are bins no block crosses.  zone->lock held.
+ * resident), then the tightest run, then the lowest address.  With it the
+ * same loop purges about half as much and takes about half the time
+ * (docs/design.md, "largeblocks"); its peak stays above glibc's because
+ * the zone's 64 MiB slices are bins no block crosses.  zone->lock held.
  */
 #define EXACT_FIT_SCAN 64
 /* Blocks a realloc grows into (page_alloc_exact_grow) are placed best-fit
  * from 64 KiB up: there the buddy placement's room after a block is what
  * the next growth in place takes, and the asker leaves that room itself
- * (kmalloc's headroom), while the buddy's split left 4.7 MiB of resident
- * pieces behind realloc_grow's 64 buffers (peak 12.1 -> 10.3 MiB). */
+ * (kmalloc's headroom), while the buddy's split left resident pieces
+ * behind realloc_grow's buffers (docs/design.md). */
 
 /* The pages of [q, end) that may be resident: free blocks from q, each
  * resident to its span.  zone->lock held. */
@@ -674,8 +673,8 @@ static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t ex
         size_t idx = page_index(pg);
         /* The tail goes back dirty whole if any of the block was.  Made
          * as precise as zone_take_until's overshoot, it counted less
-         * towards dirty_max_mb: largeblocks purged less and peaked 20 MiB
-         * higher (381 -> 403 MiB), for no gain elsewhere. */
+         * towards dirty_max_mb: largeblocks purged less and peaked
+         * higher, for no gain elsewhere. */
         zone_free_range(z, page_first(pg), idx + exact, idx + ((size_t)1 << order),
                         span ? idx + ((size_t)1 << order) : idx + exact, now);
         *dirtied = span != 0;

@@ -73,8 +73,8 @@ bool zone_has_dirty(const struct zone *z, unsigned order)
  * fresh memory first takes back this CPU's grown lists
  * (zone_drain_before_fresh): without both, sizeclass's 1 KiB class grew
  * the order-2 list, whose blocks then sat there while the 2-16 KiB
- * classes took 1 MiB of fresh memory for their order-3 slabs (peak RSS
- * 3.5 -> 4.4 MiB).
+ * classes took fresh memory for their order-3 slabs, and its peak RSS
+ * rose by a quarter (docs/design.md).
  *
  * Bit o of pcp_overflowed[slot]: list o of that CPU slot sent a batch to
  * the zone since its last refill.  A hint, set and cleared with relaxed
@@ -405,7 +405,7 @@ void page_free(struct sk_page *pg, unsigned order)
  * takes it back with no zone lock; a request of another count gives it to
  * the zone first.  A program that allocates and frees one buffer of
  * 32-256 KiB in a loop paid two zone-lock round trips and the buddy's
- * split and merge each time (97-136 ns a pair; glibc 16, tcmalloc 6):
+ * split and merge each time, several times glibc's cost of the pair:
  * tcmalloc and mimalloc keep such sizes in per-thread or per-CPU caches.
  * One block, not a list per size: sizes that vary keep no memory from
  * the zone but the one block, which the purger drains with the other

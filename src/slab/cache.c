@@ -180,9 +180,9 @@ static void *meta_zalloc(struct meta_area *a, size_t bytes)
         return os_map(SK_ALIGN_UP(bytes, SK_PAGE_SIZE), SK_PAGE_SIZE);
     spin_lock(&meta_lock);
     if ((size_t)(a->end - a->next) < bytes) {
-        /* Under an address-space limit, chunks of 1/256 of it (64 KiB at
-         * 16 MiB: the 41 kmalloc caches' structs and barns then map 256
-         * KiB, not 512, of what `ulimit -v` allows); and a whole chunk
+        /* Under an address-space limit, chunks of 1/256 of it, so that
+         * the caches' structs and barns take their share of what
+         * `ulimit -v` allows, not a fixed 256 KiB each; and a whole chunk
          * may be refused where what is asked for would fit: try that. */
         size_t size = META_CHUNK, limit = os_limit_bytes();
         if (limit / 256 < size)
@@ -225,7 +225,7 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
                 !(flags & SK_DEBUG_ALL);     /* slub_debug checks those itself */
     size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
     /* Objects are freed in their constructed state: with a constructor,
-     * the free pointer and the free marker (slab.h) live after the object,
+     * the free pointer and the free marker (slab_fast.h) live after the object,
      * never inside it.  Without one, the marker is word 1 of the object
      * (word 0 holds the free pointer on a slab freelist); an object of one
      * word has no room for it.  A watched cache lays its objects out the

@@ -354,7 +354,7 @@ void *sk_malloc(size_t size)
         void *obj;
         unsigned i = __atomic_load_n(&kmalloc_small_index[(size + 7) >> 3], __ATOMIC_RELAXED);
         if (likely(cpu_pop_fast(__atomic_load_n(&kmalloc_arrays[i], __ATOMIC_ACQUIRE), &obj))) {
-            /* The free marker (slab.h): word 1, or word 0 of kmalloc-8. */
+            /* The free marker (slab_fast.h): word 1, or word 0 of kmalloc-8. */
             ((uintptr_t *)obj)[size - 1 >= 8] = 0;
             return obj;
         }
@@ -482,9 +482,9 @@ void *sk_calloc(size_t nmemb, size_t size)
  * A buffer grown a few bytes at a time then moves once per quarter of
  * growth, not whenever the pages after it are taken, and its block sits
  * in the tightest hole, not at the head of a buddy block whose tail the
- * next request of any size takes (bench/peers realloc_grow: peak 12.1 ->
- * 10.3 MiB, the same time; best fit without the headroom moved every
- * buffer at every page and took 18% longer).  NULL when the size is not
+ * next request of any size takes (bench/peers realloc_grow's peak;
+ * best fit without the headroom moved every buffer at every page and
+ * took longer: docs/design.md).  NULL when the size is not
  * an exact block's, or on failure: the caller's sk_malloc then decides.
  */
 static void *kmalloc_large_grow(size_t size)
@@ -542,12 +542,12 @@ static void *realloc_any(void *p, size_t size)
      * Buffers grown side by side by realloc leave one object of every
      * class on their way; on the arrays they waited for mallocs of their
      * classes, and the arrays of the 1-16 KiB classes pinned their slabs
-     * (bench/peers realloc_grow: slabs of 1.2 MiB for 0.1 MiB of objects;
-     * peak 11.3 -> 10.7 MiB, same time).  In the slab an object is taken
+     * (bench/peers realloc_grow: slabs ten times the objects they held).
+     * In the slab an object is taken
      * again as soon as any, and a slab that empties goes back to the page
      * allocator.  An empty array still takes it: one buffer grown again
      * and again reuses the same objects at the array's speed (always to
-     * the slab, such a loop took 56 ns a realloc instead of 46). */
+     * the slab, such a loop was a fifth slower). */
     if (pg && size > old && old >= REALLOC_COLD_MIN && c->mode == SLAB_MODE_SLUB &&
         cpu_array_count(slab_arrays(c), cpu_current()) > 0)
         slab_free_cold(c, pg->slab.head, p);

@@ -576,34 +576,12 @@ void *slab_alloc_slow(struct slab_cache *c)
     return os_errno_restore(slab_alloc_refill(c), saved);
 }
 
-static void *slab_alloc_refill(struct slab_cache *c)
+/* Up to `want` objects of c for this CPU into buf, from its CPU slab, its
+ * CPU partial list, the node's partial list or a new slab, in that
+ * order; sc->lock held.  Returns how many (0: out of memory). */
+static unsigned refill_from_slabs(struct slab_cache *c, struct slab_cpu *sc, void **buf, unsigned want)
 {
-    slab_mark_used(c);              /* every mode's slow path: the first
-                                     * allocation of a cache comes here */
-    if (unlikely(c->mode != SLAB_MODE_SLUB))
-        return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
-    if (c->slots)
-        return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
-    stat(c, SK_ALLOC_SLOWPATH);
-    unsigned cap = cpu_array_ready(slab_arrays(c), c->array_cap);
-    /* The fast path may have failed only for want of a fallback slot. */
-    void *first = cpu_pop_locked(slab_arrays(c));
-    if (first) {
-        book(c, slow_pops, 1);
-        slab_mark_live(c, first);
-        if (slab_poisons(c))
-            slab_poison_alloc(c, first);
-        return first;
-    }
-    void *buf[SLAB_BATCH_MAX];
-    int cpu = slab_cpu_id();
-    struct slab_cpu *sc = slab_cpu_mark(c, cpu);
-    if (__atomic_load_n(&sc->allocating, __ATOMIC_RELAXED) != SLAB_ALLOCATING)
-        __atomic_store_n(&sc->allocating, SLAB_ALLOCATING, __ATOMIC_RELAXED);
-    unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
-    if (n)
-        goto refilled;
-    lock_acquire(&sc->lock);
+    unsigned n = 0;
     /* Slow start: the first refills on this CPU take 1, 2, 4 ... objects,
      * so a class a program uses for a few objects touches no more of a
      * new slab than it uses (fresh range), and a busy one soon takes
@@ -664,14 +642,14 @@ static void *slab_alloc_refill(struct slab_cache *c)
     }
     if (n)
         sc->stat[SK_ARRAY_REFILL]++;
-    lock_release(&sc->lock);
-    if (unlikely(n == 0)) {
-        errno = ENOMEM;
-        return NULL;
-    }
-refilled:;
-    /* Hand out buf[0]; push the rest so the next pops return buf[1], buf[2]
-     * ... in address order. */
+    return n;
+}
+
+/* Hand out buf[0] of the n refilled; push the rest so the next pops
+ * return buf[1], buf[2] ... in address order (what does not fit goes
+ * back to the slabs). */
+static void *hand_out(struct slab_cache *c, void **buf, unsigned n)
+{
     void *obj = buf[0];
     slab_mark_live(c, obj);
     if (n > 1) {
@@ -689,6 +667,43 @@ refilled:;
     if (slab_poisons(c))
         slab_poison_alloc(c, obj);
     return obj;
+}
+
+static void *slab_alloc_refill(struct slab_cache *c)
+{
+    slab_mark_used(c);              /* every mode's slow path: the first
+                                     * allocation of a cache comes here */
+    if (unlikely(c->mode != SLAB_MODE_SLUB))
+        return c->mode == SLAB_MODE_CLASSIC ? slab_classic_alloc_slow(c) : slab_debug_alloc(c, 0);
+    if (c->slots)
+        return slub_cpu_alloc(c);   /* sheaves=0: SLUB's own fast path */
+    stat(c, SK_ALLOC_SLOWPATH);
+    unsigned cap = cpu_array_ready(slab_arrays(c), c->array_cap);
+    /* The fast path may have failed only for want of a fallback slot. */
+    void *first = cpu_pop_locked(slab_arrays(c));
+    if (first) {
+        book(c, slow_pops, 1);
+        slab_mark_live(c, first);
+        if (slab_poisons(c))
+            slab_poison_alloc(c, first);
+        return first;
+    }
+    void *buf[SLAB_BATCH_MAX];
+    int cpu = slab_cpu_id();
+    struct slab_cpu *sc = slab_cpu_mark(c, cpu);
+    if (__atomic_load_n(&sc->allocating, __ATOMIC_RELAXED) != SLAB_ALLOCATING)
+        __atomic_store_n(&sc->allocating, SLAB_ALLOCATING, __ATOMIC_RELAXED);
+    unsigned want = array_batch(cap), n = barn_get(c, cpu, buf, want);
+    if (!n) {
+        lock_acquire(&sc->lock);
+        n = refill_from_slabs(c, sc, buf, want);
+        lock_release(&sc->lock);
+        if (unlikely(n == 0)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    return hand_out(c, buf, n);
 }
 
 /* ---- flush (free slow path) ---- */

@@ -30,7 +30,7 @@
  *  - onslab: the index chain from `free` holds exactly num - active
  *    indices; page: idx[active..num) are the free objects' indices.
  * The SLAB paths never write into an object (an object's whole state is
- * the index array), so the free marker (slab.h) survives everywhere, as do
+ * the index array), so the free marker (slab_fast.h) survives everywhere, as do
  * a constructor's results.
  */
 #include <errno.h>

@@ -252,13 +252,13 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
     /* Home when the slab's home (owner not SLAB_NO_OWNER) is another CPU
      * than this one.  One branch, almost never taken: a test of
      * c->remote_free first was a branch on the object's class, which
-     * mixed sizes take at random (larson with 8-64 byte objects on one
-     * CPU: 0.30 s against 0.23 s without it).  The owner is read from
+     * mixed sizes take at random and mispredict (larson's 8-64 byte
+     * objects).  The owner is read from
      * pg, whose flags were just read on the same line: a tail page
      * carries a copy of the head's (slab_mirror_owner); any cache that
      * does not send frees home masks the word out (classic SLAB keeps an
-     * address there).  Reading it through pg->slab.head instead cost
-     * every free about 1 ns (a pair loop of 64 B-8 KiB objects).  A racy
+     * address there).  Reading it through pg->slab.head instead put a
+     * dependent load on every free.  A racy
      * look: a slab whose home changed meanwhile only makes the choice of
      * path stale, and both paths are right for any slab state.  A thread
      * without rseq reads an id that is no CPU's (-1, or -2 when its

@@ -155,7 +155,7 @@ struct slab_cache {
     uint32_t object_size;         /* what the user asked for */
     /* [cpu_nr_ids]: read by a consumer's every free (slab_free_keeps), so
      * on this line, not beside node[], whose list lock and barn the
-     * other CPUs write (the cross pair: 74 against 57 ns there). */
+     * other CPUs write (false sharing: bench/pairs' cross pair). */
     struct slab_cpu *cpu;
     /* Slow paths. */
     uint32_t align;

@@ -429,9 +429,8 @@ _Static_assert(VM_HEADER_BYTES <= VM_HEADER_ALIGN, "a slice header fits its alig
  * prefix of its slice and grows it in place, and its descriptors past the
  * prefix are only ever read, as zeros (a buddy there never merges).  So
  * its header is mapped read-only and made read-write as far as the prefix
- * needs (header_commit, from vm_partial_new and vm_partial_grow): two
- * partial slices of 1 MiB took 2 MiB of a process's RLIMIT_DATA, and now
- * take 40 KiB.  `committed` says how far a header is read-write; a spare
+ * needs (header_commit, from vm_partial_new and vm_partial_grow), and
+ * read-only zeros count in no RLIMIT_DATA.  `committed` says how far a header is read-write; a spare
  * header keeps it, and serves a whole slice only once made whole.
  */
 static void header_put(struct vm_slice *s);

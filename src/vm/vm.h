@@ -41,8 +41,8 @@
  * region's base, where nearly every slice of a process lies, are mirrored
  * in a flat window (vm_map_near, 8 KiB of bss): a pointer there costs one
  * load that depends on it, the window's base being a load of its own, off
- * the pointer's chain (a malloc+free pair of 64 B: 5.5 ns against 6.0,
- * the radix walk's second load being on free's critical path).  Any other
+ * the pointer's chain (the radix walk's second load is on free's critical
+ * path: docs/design.md has the pair's figures).  Any other
  * pointer takes the radix walk.
  * A foreign or wild pointer reads NULL, a non-canonical one is rejected by
  * its top bits.  (A flat table was 16 MiB of bss, all of it counted by
