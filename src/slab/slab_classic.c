@@ -186,9 +186,9 @@ static void slab_list_del(struct slab_cache *c, struct slab_classic_node *cn, st
 /* ---- statistics (per CPU, relaxed, as slab.c) ---- */
 
 #define cstat(c, item) \
-    __atomic_fetch_add(&slab_cpu_of(c, slab_cpu_id())->stat[item], 1ul, __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_mark(c, slab_cpu_id())->stat[item], 1ul, __ATOMIC_RELAXED)
 #define cbook(c, field, v) \
-    __atomic_fetch_add(&slab_cpu_of(c, slab_cpu_id())->field, (unsigned long)(v), __ATOMIC_RELAXED)
+    __atomic_fetch_add(&slab_cpu_mark(c, slab_cpu_id())->field, (unsigned long)(v), __ATOMIC_RELAXED)
 
 /* ---- growing and destroying slabs (no lock held) ---- */
 

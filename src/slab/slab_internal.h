@@ -125,13 +125,18 @@ static inline void slab_count(unsigned long *ctr, unsigned long v)
     __atomic_fetch_add(ctr, v, __ATOMIC_RELAXED);
 }
 
+/* A count goes to this CPU's slab_cpu, which the statistics sum only for
+ * the CPUs marked as having used the cache: so it marks first.  A thread
+ * that only shrinks (a free_slab of sk_cache_shrink) on a CPU where no
+ * thread had used the cache lost its counts, and free_slab came out one
+ * below new_slab after a stress run (tests/slab/stress_cross_cpu). */
 static inline void stat_add(struct slab_cache *c, enum sk_stat_item item, unsigned long v)
 {
-    slab_count(&slab_cpu_of(c, slab_cpu_id())->stat[item], v);
+    slab_count(&slab_cpu_mark(c, slab_cpu_id())->stat[item], v);
 }
 #define stat(c, item) stat_add(c, item, 1)
 /* The books the fast-path counters are derived from. */
-#define book(c, field, v) slab_count(&slab_cpu_of(c, slab_cpu_id())->field, (unsigned long)(v))
+#define book(c, field, v) slab_count(&slab_cpu_mark(c, slab_cpu_id())->field, (unsigned long)(v))
 
 /* ---- the (freelist, counters) pair ---- */
 
