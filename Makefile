@@ -93,7 +93,7 @@ ASAN_TESTS   := $(sort $(shell grep -l 'ASAN: yes' tests/*/*.c 2>/dev/null))
 ASAN_BIN     := $(ASAN_TESTS:tests/%.c=$(B)/asan/tests/%)
 
 # Keep the TSan and ASan objects (make would delete them as intermediate files).
-.SECONDARY:
+.SECONDARY: $(TSAN_LIB_OBJ) $(ASAN_LIB_OBJ)
 
 .PHONY: build all lib tools check test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack
 # `make`: the library and the tools, what a user builds (seconds); `make
@@ -107,8 +107,10 @@ tools: $(TOOL_BIN) $(B)/slabkit $(B)/tools/slabkit-symbolize
 
 # Each object depends on the headers it includes (-MMD: build/obj/*.d),
 # so an edit of slab_fast.h recompiles what includes it, not the library.
+# An object without its .d (a tree built before these rules, or a .d
+# removed) is rebuilt: the empty rule below makes a missing .d new.
 DEPFLAGS = -MMD -MP
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c $(B)/obj/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -197,7 +199,7 @@ $(B)/tools/%: tools/%.c $(TOOL_LIB_OBJ) $(TOOL_HDR) $(B)/libslabkit_internal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Itools $(LDFLAGS) -rdynamic -o $@ $< $(TOOL_LIB_OBJ) $(B)/libslabkit_internal.a
 
-$(B)/tsan/obj/%.o: %.c
+$(B)/tsan/obj/%.o: %.c $(B)/tsan/obj/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(TSANFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -205,7 +207,7 @@ $(B)/tsan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(TSAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(TSANFLAGS) -Itests -o $@ $< $(TSAN_LIB_OBJ) -lm
 
-$(B)/asan/obj/%.o: %.c
+$(B)/asan/obj/%.o: %.c $(B)/asan/obj/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(ASANFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -293,4 +295,8 @@ clean:
 	rm -rf $(B)
 
 # The header dependencies -MMD wrote (none before the first build).
--include $(wildcard $(B)/obj/src/*/*.d $(B)/tsan/obj/src/*/*.d $(B)/asan/obj/src/*/*.d)
+# Named explicitly, not by a pattern: a missing one is then not an
+# intermediate file (.SECONDARY above) and forces its object's rebuild.
+DEPFILES := $(LIB_OBJ:.o=.d) $(TSAN_LIB_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d)
+$(DEPFILES):
+-include $(wildcard $(DEPFILES))
