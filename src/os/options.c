@@ -28,7 +28,7 @@
     .allocator = SK_ALLOC_SLUB, .slab_mgmt = SK_SLAB_MGMT_PAGE, .pcp = 1,  \
     .slice_mask_cache = 1, .cpu_partial = -1, .barn = 1, .remote_free = 1, \
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 1,           \
-    .decay_ms = 500, .dirty_max_mb = 64, .background = 1,                  \
+    .decay_ms = 500, .dirty_max_mb = -1, .background = 1,                  \
     .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
 }
 struct sk_options sk_opt = SK_OPT_DEFAULTS;
@@ -114,8 +114,9 @@ static const struct option_def defs[] = {
     { "huge_slices", NUM(huge_slices, 0, 1, NULL, "dense memory in 2 MiB huge-page slices"), NULL, NULL },
     { "decay_ms", NUM(decay_ms, 0, 3600000, NULL, "free memory older than this many ms goes back to the OS"),
       NULL, NULL },
-    { "dirty_max_mb", NUM(dirty_max_mb, 0, 1 << 20, NULL,
-      "free resident MiB above which memory goes back to the OS at once"), NULL, NULL },
+    { "dirty_max_mb", NUM(dirty_max_mb, -1, 1 << 20, NULL,
+      "free resident MiB above which memory goes back to the OS at once (-1: 64, or half the memory in use if more)"),
+      NULL, NULL },
     { "background", NUM(background, 0, 1, NULL,
       "in a program with threads of its own, a thread returns memory free for decay_ms (0: trim at free only)"),
       NULL, NULL },

@@ -69,7 +69,7 @@ bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first);
 void exact_cached(unsigned long *blocks, unsigned long *pages);
 
 /* reclaim.c */
-unsigned long dirty_keep_pages(void);
+unsigned long dirty_keep_pages(const struct zone *z);
 void zone_maybe_reclaim(struct zone *z, uint64_t now);
 
 /* ---- small helpers, inline where they were ---- */

@@ -24,9 +24,26 @@
 
 /* ---- aging: purging the oldest blocks ---- */
 
-unsigned long dirty_keep_pages(void)
+/* The free resident pages z keeps at most (zone lock held, or a racy read
+ * for a decision a later call corrects): dirty_max_mb, or by default
+ * (-1) DIRTY_AUTO_MB or half the pages z has in use, whichever is more.
+ * A fixed cap is too small for a large heap: a loop of 5-25 MiB blocks
+ * with 300 MiB live leaves more than 64 MiB of holes between them, so
+ * every block it allocates was purged and is faulted in again; glibc
+ * keeps such holes for good.  Half the heap bounds the free memory kept
+ * to a third of the resident memory, and decay_ms still returns it when
+ * the program stops using it. */
+#define DIRTY_AUTO_MB 64
+
+unsigned long dirty_keep_pages(const struct zone *z)
 {
-    return (unsigned long)sk_opt.dirty_max_mb << (20 - SK_PAGE_SHIFT);
+    long mb = __atomic_load_n(&sk_opt.dirty_max_mb, __ATOMIC_RELAXED);
+    if (mb >= 0)
+        return (unsigned long)mb << (20 - SK_PAGE_SHIFT);
+    unsigned long floor = (unsigned long)DIRTY_AUTO_MB << (20 - SK_PAGE_SHIFT);
+    unsigned long managed = __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED);
+    unsigned long used = managed > z->free_pages ? managed - z->free_pages : 0;
+    return used / 2 > floor ? used / 2 : floor;
 }
 
 #define RECLAIM_BATCH 32
@@ -99,7 +116,7 @@ static unsigned long zone_reclaim_batch(struct zone *z, uint64_t now, uint64_t a
      * trim threshold (no purger: zone_keep_pages), pieces of huge pages go
      * too: nothing would come back for them while the program sleeps, and
      * a few live pages would keep whole huge pages resident. */
-    bool split = keep < dirty_keep_pages();
+    bool split = keep < dirty_keep_pages(z);
     while (n < RECLAIM_BATCH && z->dirty_pages > keep) {
         struct sk_page *pg = NULL;
         int po = -1;
@@ -178,7 +195,7 @@ static inline unsigned long zone_trim_limit(const struct zone *z)
 
 static inline unsigned long zone_keep_pages(const struct zone *z)
 {
-    unsigned long keep = dirty_keep_pages(), trim = zone_trim_limit(z);
+    unsigned long keep = dirty_keep_pages(z), trim = zone_trim_limit(z);
     /* The thread runs, or will: a slow path starts it (page_purger_poll). */
     if (page_purger_running() || (sk_opt.background && os_threaded()))
         return keep;
@@ -204,7 +221,7 @@ void zone_maybe_reclaim(struct zone *z, uint64_t now)
     z->last_decay = now;
     /* Without the purger, over the threshold: a trim (reclaim.c, "Returning
      * memory without a thread"). */
-    bool trim = z->dirty_pages > keep && keep < dirty_keep_pages();
+    bool trim = z->dirty_pages > keep && keep < dirty_keep_pages(z);
     if (trim && now - z->trimmed_at < decay && z->takes != z->takes_at_trim) {
         zone_trim_grow(z);
         keep = zone_keep_pages(z);
@@ -233,7 +250,7 @@ bool zone_purge(struct zone *z, uint64_t now, uint64_t decay_ms, unsigned long *
     if (!lock_try(&z->lock))
         return true;             /* busy: a malloc is in there; next tick */
     bool more = false;
-    unsigned long keep = dirty_keep_pages(), got;
+    unsigned long keep = dirty_keep_pages(z), got;
     for (int i = 0; (got = zone_reclaim_batch(z, now, decay_ms, keep)); i++) {
         __atomic_fetch_add(&page_purger.pages, got, __ATOMIC_RELAXED);
         if (i + 1 == PURGE_PASS_BATCHES) {
@@ -275,7 +292,7 @@ size_t page_reclaim(uint64_t age_ms, bool drain)
         lock_acquire(&z->lock);
         uint64_t now = os_now_ms_coarse();
         unsigned long got;
-        while ((got = zone_reclaim_batch(z, now, age_ms, age_ms ? dirty_keep_pages() : 0)))
+        while ((got = zone_reclaim_batch(z, now, age_ms, age_ms ? dirty_keep_pages(z) : 0)))
             pages += got;
         lock_release(&z->lock);
     }

@@ -28,7 +28,8 @@
 
 #define MiB (1024.0 * 1024.0)
 #define BURST ((size_t)256 << 20)
-/* Below dirty_max_mb (64 by default): only trim, reclaim or decay returns it. */
+/* Below dirty_max_mb (64 MiB with nothing in use, by default): only trim,
+ * reclaim or decay returns it. */
 #define SMALL ((size_t)40 << 20)
 #define SLACK ((long)16 << 20)
 
@@ -79,6 +80,8 @@ int main(void)
     zones_keep_freed();   /* placement, not trimming (threaded.h) */
     page_init();
     long decay = sk_option("decay_ms"), dirty_max = sk_option("dirty_max_mb");
+    if (dirty_max < 0)
+        dirty_max = 64;   /* the default's floor: nothing is in use once all is freed (dirty_cap) */
     /* Warm up: the first slices and their descriptors stay mapped. */
     burst(BURST);
     free_all();
