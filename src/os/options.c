@@ -27,7 +27,7 @@
 #define SK_OPT_DEFAULTS {                                                  \
     .allocator = SK_ALLOC_SLUB, .slab_mgmt = SK_SLAB_MGMT_PAGE, .pcp = 1,  \
     .slice_mask_cache = 1, .cpu_partial = -1, .barn = 1, .remote_free = 1, \
-    .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 1,           \
+    .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
     .decay_ms = 500, .dirty_max_mb = -1, .background = 1,                  \
     .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
 }
@@ -111,7 +111,9 @@ static const struct option_def defs[] = {
     { "mutex_spin", NUM(mutex_spin, 0, 1, mutex_spin_words,
       "sk_mutex waiters spin: 1 in the cancellable MCS queue (2014), mcs in the queue before it, 0 never"),
       NULL, NULL },
-    { "huge_slices", NUM(huge_slices, 0, 1, NULL, "dense memory in 2 MiB huge-page slices"), NULL, NULL },
+    { "huge_slices", NUM(huge_slices, 0, 1, NULL,
+      "dense memory in 2 MiB huge-page slices (0: 4 KiB pages only; each 2 MiB fault zeroes its page at once)"),
+      NULL, NULL },
     { "decay_ms", NUM(decay_ms, 0, 3600000, NULL, "free memory older than this many ms goes back to the OS"),
       NULL, NULL },
     { "dirty_max_mb", NUM(dirty_max_mb, -1, 1 << 20, NULL,

@@ -43,8 +43,7 @@ int main(int argc, char **argv)
 {
     bool off = argc > 1 && strcmp(argv[1], "off") == 0;
     acct_no_purger();
-    if (off)
-        os_options_parse("huge_slices=0");
+    os_options_parse(off ? "huge_slices=0" : "huge_slices=1");
     page_init();
     struct zone *z = &page_zones[0];
     bool thp = os_thp_mode() != OS_THP_NEVER;

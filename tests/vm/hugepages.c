@@ -88,7 +88,8 @@ int main(void)
     enum os_thp thp = os_thp_mode();
     if (thp == OS_THP_NEVER)
         skip_all("transparent huge pages are off (THP \"never\")");
-    os_options_parse("decay_ms=300,dirty_max_mb=1024");  /* decay, not the dirty bound, returns it */
+    /* decay, not the dirty bound, returns it; huge-page slices asked for */
+    os_options_parse("decay_ms=300,dirty_max_mb=1024,huge_slices=1");
     become_threaded();    /* and the purger's decay, not a single thread's trim (threaded.h) */
     plan(7);
 
