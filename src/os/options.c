@@ -117,7 +117,7 @@ static const struct option_def defs[] = {
     { "decay_ms", NUM(decay_ms, 0, 3600000, NULL, "free memory older than this many ms goes back to the OS"),
       NULL, NULL },
     { "dirty_max_mb", NUM(dirty_max_mb, -1, 1 << 20, NULL,
-      "free resident MiB above which memory goes back to the OS at once (-1: 64, or half the memory in use if more)"),
+      "free resident MiB above which memory goes back to the OS at once (-1: 64, or the memory in use if more)"),
       NULL, NULL },
     { "background", NUM(background, 0, 1, NULL,
       "in a program with threads of its own, a thread returns memory free for decay_ms (0: trim at free only)"),

@@ -26,13 +26,14 @@
 
 /* The free resident pages z keeps at most (zone lock held, or a racy read
  * for a decision a later call corrects): dirty_max_mb, or by default
- * (-1) DIRTY_AUTO_MB or half the pages z has in use, whichever is more.
+ * (-1) DIRTY_AUTO_MB or as many pages as z has in use, whichever is more.
  * A fixed cap is too small for a large heap: a loop of 5-25 MiB blocks
- * with 300 MiB live leaves more than 64 MiB of holes between them, so
- * every block it allocates was purged and is faulted in again; glibc
- * keeps such holes for good.  Half the heap bounds the free memory kept
- * to a third of the resident memory, and decay_ms still returns it when
- * the program stops using it. */
+ * with 300 MiB live (mimalloc-bench's malloc-large) leaves up to about
+ * 250 MiB of holes between them, and with 64 MiB kept, or half the heap,
+ * the blocks it allocates were purged and are faulted in again (2.3 GB
+ * refaulted a run at half); glibc keeps such holes for good.  The heap's
+ * own size bounds the free memory kept to half of the resident memory,
+ * and decay_ms still returns it when it stays free. */
 #define DIRTY_AUTO_MB 64
 
 unsigned long dirty_keep_pages(const struct zone *z)
@@ -43,7 +44,7 @@ unsigned long dirty_keep_pages(const struct zone *z)
     unsigned long floor = (unsigned long)DIRTY_AUTO_MB << (20 - SK_PAGE_SHIFT);
     unsigned long managed = __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED);
     unsigned long used = managed > z->free_pages ? managed - z->free_pages : 0;
-    return used / 2 > floor ? used / 2 : floor;
+    return used > floor ? used : floor;
 }
 
 #define RECLAIM_BATCH 32
