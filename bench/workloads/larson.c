@@ -9,11 +9,22 @@
  * the main thread, which frees nothing until the end: the classic
  * producer/consumer skew.
  *
- *     larson [-t threads] [-r rounds] [-n ops] [-s slots] [-m min] [-M max] [-S seed]
+ *     larson [-t threads] [-r rounds] [-n ops] [-s slots] [-m min] [-M max] [-S seed] [-p]
  *
  * Work is fixed (rounds x threads x ops), so elapsed time compares
  * allocators.  Every object carries a tag at both ends and a fill byte; a
  * mismatch before free is reported and exits 2.
+ *
+ * -p runs it as the published larson does (mimalloc-bench's larson.cpp,
+ * Larson and Krishnan's): the main thread allocates every lane's blocks,
+ * shuffles them across the lanes and frees and allocates 4 times as many
+ * at random; then each lane's thread, after its ops, creates its own
+ * successor on the same lane and exits (threads come and go all through
+ * the run, none joined, as there), for `rounds` generations; sizes are
+ * min..max-1; and each new block gets two bytes written ('a', then 'b'),
+ * the only check being those two bytes at its free.  Without -p every
+ * byte is written and checked, which costs every allocator the same and
+ * shrinks the ratios between them, and rounds of threads are joined.
  */
 #include "bench.h"
 #include <pthread.h>
@@ -23,6 +34,7 @@ struct lane {
     unsigned char **obj; /* slots live objects; obj[i] has size[i] bytes */
     size_t *size;
     uint64_t rng;
+    int gens;            /* -p: generations this lane has left */
 };
 
 static int nthreads = 4, rounds = 8, slots = 2000;
@@ -30,6 +42,10 @@ static long ops = 300000;
 static size_t min_size = 8, max_size = 1000;
 static struct lane *lanes;
 static volatile int corrupt;
+static int published;            /* -p */
+static int generations_left;     /* -p: lanes still running */
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
 
 static inline uint64_t rnd(uint64_t *s)
 {
@@ -83,31 +99,93 @@ static unsigned char *make(size_t n)
         fprintf(stderr, "larson: malloc(%zu) failed\n", n);
         exit(3);
     }
-    fill(p, n);
+    if (published) {
+        volatile unsigned char *w = p;
+        w[0] = 'a';
+        (void)w[0];
+        w[1] = 'b';
+    } else {
+        fill(p, n);
+    }
     return p;
+}
+
+static int intact(const unsigned char *p, size_t n)
+{
+    return published ? p[0] == 'a' && p[1] == 'b' : check(p, n);
 }
 
 static void *worker(void *arg)
 {
     struct lane *l = arg;
-    size_t span = max_size - min_size + 1;
+    size_t span = max_size - min_size + (published ? 0 : 1);
+    if (span == 0)
+        span = 1;
+    uint64_t rng = l->rng;   /* a local copy: lanes share lines */
     for (long i = 0; i < ops && !corrupt; i++) {
-        uint64_t r = rnd(&l->rng);
+        uint64_t r = rnd(&rng);
         size_t k = (size_t)(r % (uint64_t)slots);
         size_t n = min_size + (size_t)((r >> 32) % span);
-        if (!check(l->obj[k], l->size[k]))
+        if (!intact(l->obj[k], l->size[k]))
             bad(l->obj[k], l->size[k]);
         free(l->obj[k]);
         l->obj[k] = make(n);
         l->size[k] = n;
     }
+    l->rng = rng;
     return NULL;
+}
+
+/* -p: a lane's thread; after its ops it makes its successor and exits. */
+static void *successor(void *arg)
+{
+    struct lane *l = arg;
+    worker(l);
+    if (--l->gens > 0 && !corrupt) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, successor, l) == 0)
+            return NULL;      /* never joined, as the published larson's */
+        fprintf(stderr, "larson: pthread_create failed\n");
+        exit(3);
+    }
+    pthread_mutex_lock(&done_lock);
+    if (--generations_left == 0)
+        pthread_cond_signal(&done_cond);
+    pthread_mutex_unlock(&done_lock);
+    return NULL;
+}
+
+/* -p: the published warm-up on the main thread. */
+static void shuffle_and_churn(void)
+{
+    size_t total = (size_t)nthreads * (size_t)slots;
+    uint64_t rng = 0x4141;
+    for (size_t i = total; i > 1; i--) {
+        size_t j = (size_t)(rnd(&rng) % i);
+        struct lane *a = &lanes[(i - 1) / (size_t)slots], *b = &lanes[j / (size_t)slots];
+        size_t ai = (i - 1) % (size_t)slots, bi = j % (size_t)slots;
+        unsigned char *p = a->obj[ai];
+        size_t n = a->size[ai];
+        a->obj[ai] = b->obj[bi];
+        a->size[ai] = b->size[bi];
+        b->obj[bi] = p;
+        b->size[bi] = n;
+    }
+    size_t span = max_size > min_size ? max_size - min_size : 1;
+    for (size_t c = 0; c < 4 * total; c++) {
+        uint64_t r = rnd(&rng);
+        struct lane *l = &lanes[(r % total) / (size_t)slots];
+        size_t k = (r % total) % (size_t)slots, n = min_size + (size_t)((r >> 32) % span);
+        free(l->obj[k]);
+        l->obj[k] = make(n);
+        l->size[k] = n;
+    }
 }
 
 static void usage(void)
 {
     fprintf(stderr, "usage: larson [-t threads] [-r rounds] [-n ops-per-thread-per-round] "
-                    "[-s slots-per-thread] [-m min-size] [-M max-size] [-S seed]\n");
+                    "[-s slots-per-thread] [-m min-size] [-M max-size] [-S seed] [-p]\n");
     exit(1);
 }
 
@@ -115,7 +193,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 4141;
     int c;
-    while ((c = getopt(argc, argv, "t:r:n:s:m:M:S:")) != -1) {
+    while ((c = getopt(argc, argv, "t:r:n:s:m:M:S:p")) != -1) {
         switch (c) {
         case 't': nthreads = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
@@ -124,6 +202,7 @@ int main(int argc, char **argv)
         case 'm': min_size = bench_parse_size(optarg); break;
         case 'M': max_size = bench_parse_size(optarg); break;
         case 'S': seed = strtoull(optarg, NULL, 0); break;
+        case 'p': published = 1; break;
         default: usage();
         }
     }
@@ -149,7 +228,22 @@ int main(int argc, char **argv)
             l->size[k] = n;
         }
     }
-    for (int r = 0; r < rounds && !corrupt; r++) {
+    if (published) {
+        shuffle_and_churn();
+        generations_left = nthreads;
+        for (int i = 0; i < nthreads; i++) {
+            lanes[i].gens = rounds;
+            if (pthread_create(&tid[i], NULL, successor, &lanes[i])) {
+                fprintf(stderr, "larson: pthread_create failed\n");
+                return 3;
+            }
+        }
+        pthread_mutex_lock(&done_lock);
+        while (generations_left > 0)
+            pthread_cond_wait(&done_cond, &done_lock);
+        pthread_mutex_unlock(&done_lock);
+    }
+    for (int r = 0; r < rounds && !corrupt && !published; r++) {
         /* Round r: thread i serves lane (i + r) % nthreads. */
         for (int i = 0; i < nthreads; i++) {
             order[i] = &lanes[(i + r) % nthreads];
@@ -164,7 +258,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++) {
         struct lane *l = &lanes[i];
         for (int k = 0; k < slots; k++) {
-            if (!check(l->obj[k], l->size[k]))
+            if (!intact(l->obj[k], l->size[k]))
                 bad(l->obj[k], l->size[k]);
             free(l->obj[k]);
         }
