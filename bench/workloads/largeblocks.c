@@ -36,41 +36,57 @@ struct block { unsigned char *p; size_t n; uint64_t id; };
 
 static int corrupt;
 
-static int sparse_check;
+static int sparse_check;   /* -r */
 
-/* The block's byte everywhere, then each checked page's word.  Without
- * -r a page at a time, word then the rest (a memset of the whole block
+/* The next page after `off` whose first word names the block and the
+ * page: every page, or with -r only the first and the last (the
+ * published program reads nothing back); b->n when none is left. */
+static size_t next_checked(const struct block *b, size_t off)
+{
+    size_t last = b->n < 8 ? 0 : (b->n - 8) & ~(size_t)4095;
+    size_t next = sparse_check && off < last ? last : off + 4096;
+    return next + 8 <= b->n ? next : b->n;
+}
+
+static uint64_t word_of(const struct block *b, size_t off) { return b->id * 0x100000 + off / 4096; }
+
+/* The block's byte everywhere and the checked pages' words.  Without -r
+ * a page at a time, its word then the rest (a memset of the whole block
  * first and then the words missed the cache on every page a second time);
  * with -r one memset of the whole block, as the published program's
- * zeroing (glibc's memset goes non-temporal for such sizes, and the
- * peers that fault every block in again fault differently page by page),
- * and the words of the first and last pages only. */
+ * zeroing (glibc's memset goes non-temporal for such sizes, and the peers
+ * that fault every block in again fault differently page by page). */
+static void put_word(struct block *b, size_t off)
+{
+    uint64_t w = word_of(b, off);
+    memcpy(b->p + off, &w, 8);
+}
+
 static void fill(struct block *b)
 {
-    size_t last = (b->n - 8) & ~(size_t)4095;
-    if (sparse_check)
-        memset(b->p, (int)(b->id & 0xff), b->n);
+    int byte = (int)(b->id & 0xff);
+    if (sparse_check) {
+        memset(b->p, byte, b->n);
+        for (size_t off = 0; off + 8 <= b->n; off = next_checked(b, off))
+            put_word(b, off);
+        return;
+    }
     for (size_t off = 0; off < b->n; off += 4096) {
-        if (sparse_check && off != 0 && off != last)
-            continue;
         size_t len = b->n - off < 4096 ? b->n - off : 4096, at = 0;
         if (len >= 8) {
-            uint64_t w = b->id * 0x100000 + off / 4096;
-            memcpy(b->p + off, &w, 8);
+            put_word(b, off);
             at = 8;
         }
-        if (!sparse_check)
-            memset(b->p + off + at, (int)(b->id & 0xff), len - at);
+        memset(b->p + off + at, byte, len - at);
     }
 }
 
 static void verify(const struct block *b)
 {
-    size_t last = (b->n - 8) & ~(size_t)4095;
-    for (size_t off = 0; off + 8 <= b->n; off = sparse_check && off < last ? last : off + 4096) {
-        uint64_t w, want = b->id * 0x100000 + off / 4096;
+    for (size_t off = 0; off + 8 <= b->n; off = next_checked(b, off)) {
+        uint64_t w;
         memcpy(&w, b->p + off, 8);
-        if (w != want) {
+        if (w != word_of(b, off)) {
             fprintf(stderr, "largeblocks: corruption: block %p of %zu bytes, page at +%zu\n",
                     (void *)b->p, b->n, off);
             corrupt = 1;

@@ -115,22 +115,40 @@ static int intact(const unsigned char *p, size_t n)
     return published ? p[0] == 'a' && p[1] == 'b' : check(p, n);
 }
 
+/* A block size drawn from r: min..max, or as the published larson
+ * min..max-1 (min alone when they are equal). */
+static size_t random_size(uint64_t r)
+{
+    size_t span = max_size - min_size + (published ? 0 : 1);
+    return min_size + (size_t)((r >> 32) % (span ? span : 1));
+}
+
+/* Slot k of lane l gets a new block of n bytes (the old one freed). */
+static void replace(struct lane *l, size_t k, size_t n)
+{
+    free(l->obj[k]);
+    l->obj[k] = make(n);
+    l->size[k] = n;
+}
+
+static void spawn(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    if (pthread_create(t, NULL, fn, arg)) {
+        fprintf(stderr, "larson: pthread_create failed\n");
+        exit(3);
+    }
+}
+
 static void *worker(void *arg)
 {
     struct lane *l = arg;
-    size_t span = max_size - min_size + (published ? 0 : 1);
-    if (span == 0)
-        span = 1;
     uint64_t rng = l->rng;   /* a local copy: lanes share lines */
     for (long i = 0; i < ops && !corrupt; i++) {
         uint64_t r = rnd(&rng);
         size_t k = (size_t)(r % (uint64_t)slots);
-        size_t n = min_size + (size_t)((r >> 32) % span);
         if (!intact(l->obj[k], l->size[k]))
             bad(l->obj[k], l->size[k]);
-        free(l->obj[k]);
-        l->obj[k] = make(n);
-        l->size[k] = n;
+        replace(l, k, random_size(r));
     }
     l->rng = rng;
     return NULL;
@@ -143,10 +161,8 @@ static void *successor(void *arg)
     worker(l);
     if (--l->gens > 0 && !corrupt) {
         pthread_t t;
-        if (pthread_create(&t, NULL, successor, l) == 0)
-            return NULL;      /* never joined, as the published larson's */
-        fprintf(stderr, "larson: pthread_create failed\n");
-        exit(3);
+        spawn(&t, successor, l);   /* never joined, as the published larson's */
+        return NULL;
     }
     pthread_mutex_lock(&done_lock);
     if (--generations_left == 0)
@@ -155,7 +171,8 @@ static void *successor(void *arg)
     return NULL;
 }
 
-/* -p: the published warm-up on the main thread. */
+/* -p: the published warm-up on the main thread: every block to a random
+ * slot of any lane, then 4 frees and allocations per block at random. */
 static void shuffle_and_churn(void)
 {
     size_t total = (size_t)nthreads * (size_t)slots;
@@ -171,15 +188,43 @@ static void shuffle_and_churn(void)
         b->obj[bi] = p;
         b->size[bi] = n;
     }
-    size_t span = max_size > min_size ? max_size - min_size : 1;
     for (size_t c = 0; c < 4 * total; c++) {
         uint64_t r = rnd(&rng);
-        struct lane *l = &lanes[(r % total) / (size_t)slots];
-        size_t k = (r % total) % (size_t)slots, n = min_size + (size_t)((r >> 32) % span);
-        free(l->obj[k]);
-        l->obj[k] = make(n);
-        l->size[k] = n;
+        replace(&lanes[(r % total) / (size_t)slots], (r % total) % (size_t)slots, random_size(r));
     }
+}
+
+/* -p: each lane's line of threads, rounds generations long; returns when
+ * the last has ended. */
+static void run_successions(void)
+{
+    shuffle_and_churn();
+    generations_left = nthreads;
+    for (int i = 0; i < nthreads; i++) {
+        pthread_t t;
+        lanes[i].gens = rounds;
+        spawn(&t, successor, &lanes[i]);
+    }
+    pthread_mutex_lock(&done_lock);
+    while (generations_left > 0)
+        pthread_cond_wait(&done_cond, &done_lock);
+    pthread_mutex_unlock(&done_lock);
+}
+
+/* Rounds of threads, joined; in round r thread i serves lane (i + r) %
+ * nthreads. */
+static void run_rounds(void)
+{
+    pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
+    if (!tid)
+        exit(3);
+    for (int r = 0; r < rounds && !corrupt; r++) {
+        for (int i = 0; i < nthreads; i++)
+            spawn(&tid[i], worker, &lanes[(i + r) % nthreads]);
+        for (int i = 0; i < nthreads; i++)
+            pthread_join(tid[i], NULL);
+    }
+    free(tid);
 }
 
 static void usage(void)
@@ -211,9 +256,7 @@ int main(int argc, char **argv)
 
     uint64_t t0 = bench_now_ns();
     lanes = calloc((size_t)nthreads, sizeof *lanes);
-    pthread_t *tid = calloc((size_t)nthreads, sizeof *tid);
-    struct lane **order = calloc((size_t)nthreads, sizeof *order);
-    if (!lanes || !tid || !order)
+    if (!lanes)
         return 3;
     for (int i = 0; i < nthreads; i++) {
         struct lane *l = &lanes[i];
@@ -223,38 +266,15 @@ int main(int argc, char **argv)
             return 3;
         l->rng = seed * 0x100000001b3ull + (uint64_t)i;
         for (int k = 0; k < slots; k++) {
-            size_t n = min_size + (size_t)(rnd(&l->rng) % (max_size - min_size + 1));
+            size_t n = random_size(rnd(&l->rng));
             l->obj[k] = make(n);
             l->size[k] = n;
         }
     }
-    if (published) {
-        shuffle_and_churn();
-        generations_left = nthreads;
-        for (int i = 0; i < nthreads; i++) {
-            lanes[i].gens = rounds;
-            if (pthread_create(&tid[i], NULL, successor, &lanes[i])) {
-                fprintf(stderr, "larson: pthread_create failed\n");
-                return 3;
-            }
-        }
-        pthread_mutex_lock(&done_lock);
-        while (generations_left > 0)
-            pthread_cond_wait(&done_cond, &done_lock);
-        pthread_mutex_unlock(&done_lock);
-    }
-    for (int r = 0; r < rounds && !corrupt && !published; r++) {
-        /* Round r: thread i serves lane (i + r) % nthreads. */
-        for (int i = 0; i < nthreads; i++) {
-            order[i] = &lanes[(i + r) % nthreads];
-            if (pthread_create(&tid[i], NULL, worker, order[i])) {
-                fprintf(stderr, "larson: pthread_create failed\n");
-                return 3;
-            }
-        }
-        for (int i = 0; i < nthreads; i++)
-            pthread_join(tid[i], NULL);
-    }
+    if (published)
+        run_successions();
+    else
+        run_rounds();
     for (int i = 0; i < nthreads; i++) {
         struct lane *l = &lanes[i];
         for (int k = 0; k < slots; k++) {
@@ -266,8 +286,6 @@ int main(int argc, char **argv)
         free(l->size);
     }
     free(lanes);
-    free(tid);
-    free(order);
     double s = (double)(bench_now_ns() - t0) / 1e9;
     long total = (long)rounds * nthreads * ops;
     printf("larson: threads=%d rounds=%d ops=%ld slots=%d sizes=%zu-%zu: %.3f s, %.1f Mops/s\n",
