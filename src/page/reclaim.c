@@ -24,14 +24,14 @@
 
 /* ---- aging: purging the oldest blocks ---- */
 
-/* The free resident pages z keeps at most (zone lock held, or a racy read
- * for a decision a later call corrects): dirty_max_mb, or by default
- * (-1) DIRTY_AUTO_MB or as many pages as z has in use, whichever is more.
+/* The free resident pages z keeps at most (zone lock held): dirty_max_mb,
+ * or by default (-1) DIRTY_AUTO_MB or as many pages as z has in use,
+ * whichever is more.
  * A fixed cap is too small for a large heap: a loop of 5-25 MiB blocks
  * with 300 MiB live (mimalloc-bench's malloc-large) leaves up to about
  * 250 MiB of holes between them, and with 64 MiB kept, or half the heap,
- * the blocks it allocates were purged and are faulted in again (2.3 GB
- * refaulted a run at half); glibc keeps such holes for good.  The heap's
+ * the blocks it allocates were purged and are faulted in again; glibc
+ * keeps such holes for good (docs/design.md has the figures).  The heap's
  * own size bounds the free memory kept to half of the resident memory,
  * and decay_ms still returns it when it stays free. */
 #define DIRTY_AUTO_MB 64
