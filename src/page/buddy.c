@@ -690,9 +690,12 @@ static struct sk_page *zone_took(struct zone *z, struct sk_page *pg, unsigned or
         zone_count_exact(z, 1, (long)exact);
     zone_maybe_reclaim(z, now);
     zone_unlock(z, now, dirtied);
-    pg_set_flags(pg, PG_HEAD | (clean ? PG_ZEROED : 0));
+    /* Order first, then the flag (release), as zone_insert does: what a
+     * fork child's rebuild reads of a head is never older than its flag
+     * (it steps over live blocks a page at a time all the same). */
     pg->order = (uint8_t)order;
     pg->node = (uint8_t)z->node;
+    __atomic_store_n(&pg->flags, PG_HEAD | (clean ? PG_ZEROED : 0), __ATOMIC_RELEASE);
     return pg;
 }
 

@@ -55,9 +55,23 @@ static void zone_rebuild(struct zone *z)
                 /* Purged or not, it may be resident: dirty, and old. */
                 zone_insert(z, pg, o, 1ul << o, 0);
                 idx += (size_t)1 << o;
-            } else if ((pg->flags & PG_HEAD) && !(pg->flags & PG_LARGE) && o <= SK_MAX_ORDER) {
-                idx += (size_t)1 << o;
             } else {
+                /* Anything else is stepped over a page at a time, never by
+                 * its head's order: a block being handed out has its head
+                 * written after the zone lock is dropped (zone_took, then
+                 * alloc_exact's PG_LARGE), so a parent thread caught in
+                 * between leaves a head whose order is not yet, or not
+                 * at all, the block's extent (an exact block of 11 pages
+                 * said PG_HEAD, order 4).  Skipping 2^order pages from it
+                 * stepped over the free blocks of the block's tail, which
+                 * kept PG_BUDDY off every list; a later run placement
+                 * (zone_free_back/fwd read the flags) took them and
+                 * list_del wrote through their stale links into live
+                 * descriptors (the getline buffer whose nr_pages held a
+                 * descriptor pointer; docs/design.md).  A PG_BUDDY or
+                 * PG_PURGING flag is only ever on a free block's head
+                 * (buddy.c clears it as the block leaves the lists), so
+                 * the pages of live blocks hold none. */
                 if ((pg->flags & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE)) {
                     exact_blocks++;
                     exact_pages += pg->large.nr_pages;

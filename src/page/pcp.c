@@ -433,8 +433,8 @@ static struct sk_page *alloc_exact(size_t nr_pages, unsigned align_order, unsign
     struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order, fit_order);
     if (!pg)
         return NULL;
-    pg_set_flags(pg, pg_flags(pg) | PG_LARGE);
-    pg->large.nr_pages = nr_pages;
+    pg->large.nr_pages = nr_pages;    /* before the flag: a fork child's rebuild counts it */
+    __atomic_store_n(&pg->flags, pg_flags(pg) | PG_LARGE, __ATOMIC_RELEASE);
     page_purger_poll();   /* called from kmalloc with no lock held */
     return pg;
 }
