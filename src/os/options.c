@@ -30,6 +30,7 @@
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
     .decay_ms = 500, .dirty_max_mb = -1, .background = 1,                  \
     .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
+    .failslab_interval = 1, .failslab_times = -1, .failslab_ignore_wait = 1, \
 }
 struct sk_options sk_opt = SK_OPT_DEFAULTS;
 static const struct sk_options opt_defaults = SK_OPT_DEFAULTS;
@@ -64,7 +65,8 @@ struct option_def {
 };
 #define OPT_STR_MAX sizeof sk_opt.swap_file
 _Static_assert(sizeof sk_opt.swap_file == sizeof sk_opt.slabinfo_file &&
-               sizeof sk_opt.swap_file == sizeof sk_opt.debug_caches, "string options: one size");
+               sizeof sk_opt.swap_file == sizeof sk_opt.debug_caches &&
+               sizeof sk_opt.swap_file == sizeof sk_opt.failslab_caches, "string options: one size");
 
 /* Words for values: allocator and slab_mgmt take only words (a word says
  * what it means); mutex_spin's "mcs" stands for a value 0..1 does not reach. */
@@ -82,6 +84,7 @@ static bool no_arrays(void) { return (!is_slab() && !sk_opt.sheaves) || sk_opt.d
 static bool no_kfence(void) { return !sk_opt.kfence; }
 static bool no_debug(void) { return !sk_opt.debug; }
 static bool no_shmem_limit(void) { return !sk_opt.shmem_limit_mb; }
+static bool no_failslab(void) { return !sk_opt.failslab; }
 
 #define NUM(k, lo, hi, words, help) OPT_NUM, &sk_opt.k, NULL, lo, hi, words, help
 static const struct option_def defs[] = {
@@ -159,6 +162,18 @@ static const struct option_def defs[] = {
     { "debug_exitcode", NUM(debug_exitcode, 0, 255, NULL,
       "exit status of a program that had a slub_debug or KFENCE report and went on, for CI (0: its own)"),
       NULL, NULL },
+    { "failslab", NUM(failslab, 0, 100, NULL,
+      "failslab: percent of the kernel API's slab allocations (kmem_cache_alloc, kmalloc) that fail (0: off; docs/kernel.md)"),
+      NULL, NULL },
+    { "failslab_interval", NUM(failslab_interval, 1, LONG_MAX, NULL,
+      "failslab picks only every this many-th candidate"), no_failslab, "failslab" },
+    { "failslab_times", NUM(failslab_times, -1, LONG_MAX, NULL,
+      "failslab injects at most this many failures (-1: no limit)"), no_failslab, "failslab" },
+    { "failslab_ignore_wait", NUM(failslab_ignore_wait, 0, 1, NULL,
+      "failslab spares allocations that may sleep (__GFP_DIRECT_RECLAIM: GFP_KERNEL)"), no_failslab, "failslab" },
+    { "failslab_caches", OPT_NAMES, NULL, sk_opt.failslab_caches, 0, -1, NULL,
+      "failslab fails only these caches, NAME:NAME (a kmem_cache_create name, or kmalloc-64; empty: all)",
+      no_failslab, "failslab" },
 };
 #undef NUM
 

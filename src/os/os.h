@@ -247,6 +247,11 @@ struct sk_options {
     char debug_caches[256];
     long debug_continue;
     long debug_exitcode;
+    long failslab;           /* percent; failslab_* (include/slabkit/kernel.h) */
+    long failslab_interval;
+    long failslab_times;
+    long failslab_ignore_wait;
+    char failslab_caches[256];
 };
 /* debug=: the kernel's slub_debug letters, as the sk_cache_create flags
  * of the same values (include/slabkit.h; the kernel's SLAB_* bits). */

@@ -566,21 +566,7 @@ void *sk_cache_alloc(sk_cache_t *cache)
 
 void sk_cache_free(sk_cache_t *cache, void *obj)
 {
-    struct slab_cache *c = (struct slab_cache *)cache, *owner = NULL;
-    if (unlikely(!obj))
-        return;
-    struct sk_page *pg = slab_of_object(obj, &owner);
-    if (unlikely(!pg || owner != c)) {
-        if (c->mode == SLAB_MODE_DEBUG) {
-            slab_debug_free(c, obj, false, "sk_cache_free");   /* reports it */
-            return;
-        }
-        if (pg)
-            os_fatal("wrong cache: sk_cache_free(%s, %p) of an object of %s", c->name, obj, owner->name);
-        slab_check_fresh(obj, "sk_cache_free");
-        os_fatal("invalid pointer: sk_cache_free(%s, %p) is not an object of this cache", c->name, obj);
-    }
-    slab_free_at(c, pg, obj, "sk_cache_free");
+    slab_cache_free_call((struct slab_cache *)cache, obj, "sk_cache_free");
     /* No tail call into slab_free_slow: memcheck's "free'd at" stack then
      * names sk_cache_free (the fast path is the same instructions). */
     __asm__ volatile("");

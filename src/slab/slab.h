@@ -80,6 +80,12 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
                                      unsigned flags, void (*ctor)(void *), bool kmalloc);
 void *slab_alloc_slow(struct slab_cache *c);
 void slab_free_slow(struct slab_cache *c, void *obj);
+/* Up to n objects of c into objs (bulk.c): fewer only when memory ran
+ * out.  Returns how many. */
+unsigned slab_alloc_bulk(struct slab_cache *c, void **objs, unsigned n);
+/* Free n objects of c (NULLs skipped), each checked as a single free is;
+ * `call` names the entry point in reports. */
+void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *call);
 int slab_shrink(struct slab_cache *c);
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);

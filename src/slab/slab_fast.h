@@ -278,6 +278,29 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
     slab_free_slow(c, obj);
 }
 
+/* sk_cache_free and kmem_cache_free: obj checked to be an object of c
+ * (a report naming `call` if not), then freed.  Inline, so that each entry
+ * point's frame is the one a memcheck stack names. */
+static inline __attribute__((always_inline)) void slab_cache_free_call(struct slab_cache *c, void *obj,
+                                                                       const char *call)
+{
+    struct slab_cache *owner = NULL;
+    if (unlikely(!obj))
+        return;
+    struct sk_page *pg = slab_of_object(obj, &owner);
+    if (unlikely(!pg || owner != c)) {
+        if (c->mode == SLAB_MODE_DEBUG) {
+            slab_debug_free(c, obj, false, call);   /* reports it */
+            return;
+        }
+        if (pg)
+            os_fatal("wrong cache: %s(%s, %p) of an object of %s", call, c->name, obj, owner->name);
+        slab_check_fresh(obj, call);
+        os_fatal("invalid pointer: %s(%s, %p) is not an object of this cache", call, c->name, obj);
+    }
+    slab_free_at(c, pg, obj, call);
+}
+
 /* The free fast path, shared by sk_free and free: find and check the
  * object's slab, push it on this CPU's array; a large block of the page
  * allocator (a kblock, or an exact block: the per-CPU lists or its zone)

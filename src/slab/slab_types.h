@@ -166,6 +166,12 @@ struct slab_cache {
     uint32_t cpu_partial_slabs;   /* the same, in slabs */
     uint32_t min_partial;         /* empty slabs kept on a node list */
     unsigned flags;               /* SK_CACHE_*; SK_DEBUG_* for slub_debug */
+    /* The kernel API's (src/kernel): kmem_cache_create's SLAB_* flags, and
+     * failslab's budget of allocations that may not sleep, when armed
+     * (sk_kmem_cache_set_nowait_budget; an atomic count down). */
+    unsigned long kernel_flags;
+    long nowait_budget;
+    bool nowait_armed;
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
     /* Each mode's own fields: slub_debug's layout, allocator=slab's
      * sizing, sheaves=0's per-CPU freelists. */
