@@ -95,10 +95,12 @@ typedef unsigned int sk_gfp_t;
  * (a second cache of a name shows in slabinfo as NAME#2, NAME#3 ...), at
  * most 31 bytes.  SLAB_PANIC: abort with a message instead of NULL.
  * SLAB_FAILSLAB: the cache is one failslab's cache filter picks.
- * SLAB_TYPESAFE_BY_RCU is refused (NULL, EINVAL, and a line on stderr):
- * slabkit cannot wait for the program's RCU grace periods yet
- * (docs/kernel.md).  kfree_rcu and call_rcu of the program's RCU work
- * (sk_kfree_inner is their callback's free).
+ * SLAB_TYPESAFE_BY_RCU: a freed object may be reused by the same cache at
+ * once (readers recheck it, as in the kernel), but its memory goes to no
+ * other use before an RCU grace period: empty slabs stay with the cache,
+ * and kmem_cache_shrink and kmem_cache_destroy give them back only after
+ * the program's synchronize_rcu (sk_kernel_set_rcu; refused, EINVAL,
+ * until one is set, and under allocator=slab).
  */
 SK_API sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned int align,
                                         unsigned long flags, void (*ctor)(void *));
@@ -135,6 +137,19 @@ SK_API void *sk_kmalloc_array(size_t n, size_t size, sk_gfp_t gfp);
 /* Free p, the start of an object, or any address inside one (kfree_rcu's
  * callback gets the rcu_head's address). */
 SK_API void sk_kfree_inner(void *p);
+
+/* ---- RCU ---- */
+
+/*
+ * slabkit has no RCU of its own: the program's (liburcu's, or a kernel
+ * harness's) synchronize_rcu and rcu_barrier, for SLAB_TYPESAFE_BY_RCU
+ * caches.  sk_kmem_cache_shrink and sk_kmem_cache_destroy call them (from
+ * the caller's thread, which must not be inside a read-side section, as
+ * in the kernel); destroy runs rcu_barrier first, so that callbacks still
+ * freeing into the cache have run.  <slabkit/linux/slab.h> sets liburcu's
+ * when <urcu.h> (or a flavour's header) came first.  barrier may be NULL.
+ */
+SK_API void sk_kernel_set_rcu(void (*synchronize_rcu)(void), void (*rcu_barrier)(void));
 
 /* ---- pages ---- */
 

@@ -15,6 +15,7 @@
  * Lock order: the layers below's; none is taken here.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +29,10 @@
 #define KERNEL_DEBUG_FLAGS (SK_SLAB_CONSISTENCY_CHECKS | SK_SLAB_RED_ZONE | SK_SLAB_POISON | \
                             SK_SLAB_STORE_USER | SK_SLAB_TRACE)
 #define NOFAIL_WAIT_MS 1
+
+/* The program's RCU (sk_kernel_set_rcu), for SLAB_TYPESAFE_BY_RCU. */
+static void (*rcu_sync)(void);
+static void (*rcu_barrier_fn)(void);
 
 static void *failed(const char *call, const char *name, sk_gfp_t gfp, size_t size)
 {
@@ -46,8 +51,10 @@ sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned i
     struct slab_cache *c = NULL;
     const char *why = NULL;
     size_t len = name ? strlen(name) : 0;
-    if (flags & SK_SLAB_TYPESAFE_BY_RCU)
-        why = "SLAB_TYPESAFE_BY_RCU is not supported: slabkit cannot wait for an RCU grace period";
+    if ((flags & SK_SLAB_TYPESAFE_BY_RCU) && !__atomic_load_n(&rcu_sync, __ATOMIC_ACQUIRE))
+        why = "SLAB_TYPESAFE_BY_RCU needs the program's RCU: sk_kernel_set_rcu, or <urcu.h> before <linux/slab.h>";
+    else if ((flags & SK_SLAB_TYPESAFE_BY_RCU) && slab_init() == 0 && sk_opt.allocator == SK_ALLOC_SLAB)
+        why = "SLAB_TYPESAFE_BY_RCU is not supported under allocator=slab";
     else if (len == 0 || len >= SLAB_NAME_LEN)
         why = "a name of 1 to 31 bytes is needed";
     else if (size == 0 || size > (SK_PAGE_SIZE << SLAB_MAX_ORDER) / 2 || (align & (align - 1)) ||
@@ -56,8 +63,10 @@ sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned i
     else if (slab_init() != 0)
         why = "out of memory";
     if (!why) {
-        unsigned skflags = (unsigned)(flags & KERNEL_DEBUG_FLAGS) |
-                           (flags & SK_SLAB_HWCACHE_ALIGN ? SK_CACHE_HWALIGN : 0);
+        unsigned skflags = (unsigned)(flags & KERNEL_DEBUG_FLAGS & ~(flags & SK_SLAB_TYPESAFE_BY_RCU ?
+                                                                     SK_SLAB_POISON : 0)) |
+                           (flags & SK_SLAB_HWCACHE_ALIGN ? SK_CACHE_HWALIGN : 0) |
+                           (flags & SK_SLAB_TYPESAFE_BY_RCU ? SLAB_CACHE_TYPESAFE_RCU : 0);
         /* The kernel lets names repeat; slabkit's caches are found by
          * name (slabinfo, debug_caches), so a repeat is NAME#2, #3 ... */
         char unique[SLAB_NAME_LEN];
@@ -85,15 +94,39 @@ sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned i
     return os_errno_restore((sk_cache_t *)c, saved);
 }
 
+void sk_kernel_set_rcu(void (*synchronize_rcu)(void), void (*rcu_barrier)(void))
+{
+    __atomic_store_n(&rcu_barrier_fn, rcu_barrier, __ATOMIC_RELAXED);
+    __atomic_store_n(&rcu_sync, synchronize_rcu, __ATOMIC_RELEASE);
+}
+
+/* A SLAB_TYPESAFE_BY_RCU cache's empty slabs, back after a grace period. */
+static int shrink_rcu(struct slab_cache *c)
+{
+    int n = slab_shrink(c);     /* counts the slabs it put on rcu_pending */
+    slab_rcu_release(c, __atomic_load_n(&rcu_sync, __ATOMIC_ACQUIRE));
+    return n;
+}
+
 void sk_kmem_cache_destroy(sk_cache_t *cache)
 {
-    if (cache)
-        sk_cache_destroy(cache);    /* refuses, with a line, while objects are out */
+    struct slab_cache *c = (struct slab_cache *)cache;
+    if (!c)
+        return;
+    if (c->rcu_keep) {
+        /* Callbacks still freeing into it run first, as in the kernel. */
+        void (*barrier)(void) = __atomic_load_n(&rcu_barrier_fn, __ATOMIC_ACQUIRE);
+        if (barrier)
+            barrier();
+        shrink_rcu(c);
+    }
+    sk_cache_destroy(cache);    /* refuses, with a line, while objects are out */
 }
 
 int sk_kmem_cache_shrink(sk_cache_t *cache)
 {
-    return sk_cache_shrink(cache);
+    struct slab_cache *c = (struct slab_cache *)cache;
+    return c->rcu_keep ? shrink_rcu(c) : sk_cache_shrink(cache);
 }
 
 /* Whether failslab fails this allocation of n objects of c. */

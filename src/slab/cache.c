@@ -211,6 +211,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
 {
     os_name(c->name, sizeof c->name, name, -1);
     c->object_size = (uint32_t)size;
+    bool typesafe = flags & SLAB_CACHE_TYPESAFE_RCU;
+    flags &= ~SLAB_CACHE_TYPESAFE_RCU;
     c->flags = flags;
     c->ctor = ctor;
     c->kmalloc = kmalloc;
@@ -221,7 +223,9 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     c->align = (uint32_t)align;
     /* Watched by memcheck / ASan (poison.h): the sk_cache caches of the
      * default mode, when a tool is there. */
-    c->poison = slab_poison_on && !kmalloc && !c->slots && sk_opt.allocator != SK_ALLOC_SLAB &&
+    /* Not a SLAB_TYPESAFE_BY_RCU cache: its readers may look at a freed
+     * object, which memcheck or ASan would call a use after free. */
+    c->poison = slab_poison_on && !kmalloc && !typesafe && !c->slots && sk_opt.allocator != SK_ALLOC_SLAB &&
                 !(flags & SK_DEBUG_ALL);     /* slub_debug checks those itself */
     size_t stride = SK_ALIGN_UP(size < sizeof(void *) ? sizeof(void *) : size, align);
     /* Objects are freed in their constructed state: with a constructor,
@@ -278,6 +282,13 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * at most 32 KiB of slabs per CPU. */
     unsigned mp = c->order < 3 ? 4 - c->order : 1;
     c->min_partial = mp;
+    if (typesafe) {
+        /* SLAB_TYPESAFE_BY_RCU: empty slabs stay with the cache (no bound
+         * on the node list), and those a shrink takes wait on rcu_pending
+         * for a grace period (slab_discard, slab_rcu_release). */
+        c->min_partial = UINT32_MAX;
+        c->rcu_keep = true;
+    }
     if (c->cpu_partial_slabs > (8u >> c->order))
         c->cpu_partial_slabs = 8u >> c->order;
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
@@ -397,7 +408,10 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     c->slots = slots;
     for (int n = 0; n < SLAB_NR_NODES; n++)
         c->node[n].barn.objs = barn[n];
-    cache_setup(c, name, size, align, flags | slab_debug_flags_for(name), ctor, kmalloc);
+    unsigned debug = slab_debug_flags_for(name);
+    if (flags & SLAB_CACHE_TYPESAFE_RCU)
+        debug &= ~(unsigned)SK_DEBUG_P;    /* readers may read a freed object */
+    cache_setup(c, name, size, align, flags | debug, ctor, kmalloc);
     if (!cache_publish(c)) {
         errno = EEXIST;
         return NULL;
@@ -436,7 +450,8 @@ int slab_init(void)
 static void shrink_one(struct slab_cache *c, void *arg)
 {
     (void)arg;
-    slab_shrink(c);
+    if (!c->rcu_keep)       /* its slabs go back only after a grace period */
+        slab_shrink(c);
 }
 
 /* ---- the idle-cache reaper ---- */
@@ -457,7 +472,7 @@ static void reap_one(struct slab_cache *c, struct reap_count *k)
     /* Only the arrays' mode: their operation count moves with every alloc
      * and free (sheaves=0, slub_debug, poisoned and SLAB caches keep no
      * count and are left alone). */
-    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !slab_used(c))
+    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !slab_used(c) || c->rcu_keep)
         return;
     uint64_t ops = 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)

@@ -220,10 +220,42 @@ static unsigned take_fresh(struct slab_cache *c, struct slab_cpu *sc, void **buf
     return to - from;
 }
 
+static void discard_now(struct slab_cache *c, struct sk_page *pg);
+
 void slab_discard(struct slab_cache *c, struct sk_page *pg)
 {
     struct slab_node *n = &c->node[pg->node];
     __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
+    if (unlikely(c->rcu_keep)) {
+        /* Readers may still look at its objects: after a grace period
+         * (slab_rcu_release).  Off every list and empty: no one else
+         * reaches it, and the stack is only pushed here. */
+        struct sk_page *head = __atomic_load_n(&c->rcu_pending, __ATOMIC_RELAXED);
+        do
+            pg->slab.next = head;
+        while (!__atomic_compare_exchange_n(&c->rcu_pending, &head, pg, true, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED));
+        return;
+    }
+    discard_now(c, pg);
+}
+
+size_t slab_rcu_release(struct slab_cache *c, void (*grace)(void))
+{
+    struct sk_page *list = __atomic_exchange_n(&c->rcu_pending, NULL, __ATOMIC_ACQUIRE);
+    if (!list)
+        return 0;
+    grace();
+    size_t n = 0;
+    for (struct sk_page *pg = list, *next; pg; pg = next, n++) {
+        next = pg->slab.next;
+        discard_now(c, pg);
+    }
+    return n;
+}
+
+static void discard_now(struct slab_cache *c, struct sk_page *pg)
+{
     size_t pages = (size_t)1 << c->order;
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);

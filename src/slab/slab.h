@@ -87,6 +87,10 @@ unsigned slab_alloc_bulk(struct slab_cache *c, void **objs, unsigned n);
  * `call` names the entry point in reports. */
 void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *call);
 int slab_shrink(struct slab_cache *c);
+/* A SLAB_TYPESAFE_BY_RCU cache (rcu_keep): the slabs its shrinks took off,
+ * given back to the page allocator after grace() returned (an RCU grace
+ * period: no reader still sees their objects).  Returns the slabs. */
+size_t slab_rcu_release(struct slab_cache *c, void (*grace)(void));
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
 

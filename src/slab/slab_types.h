@@ -32,6 +32,10 @@ struct slub_slot;                 /* sheaves=0 (slub_cpu.h) */
 #define SLAB_MAX_ORDER 5          /* slabs up to 128 KiB */
 #define SLAB_BATCH_MAX 32
 #define SLAB_MIN_ALIGN 8
+/* slab_cache_create's flag beyond the SK_CACHE_* ones: SLAB_TYPESAFE_BY_RCU
+ * (rcu_keep below; no poisoning of freed objects, which readers may still
+ * read, as the kernel's SLUB does not poison such caches). */
+#define SLAB_CACHE_TYPESAFE_RCU 0x2u
 
 /* The counters word of a slab (descriptor slab.counters). */
 union slab_counters {
@@ -172,6 +176,14 @@ struct slab_cache {
     unsigned long kernel_flags;
     long nowait_budget;
     bool nowait_armed;
+    /* SLAB_TYPESAFE_BY_RCU: an empty slab's pages never go straight back
+     * to the page allocator.  Its frees keep empty slabs on the node list
+     * for the cache's own reuse (min_partial unbounded), the automatic
+     * shrinks (reaper, out of memory, malloc_trim) pass it by, and a slab
+     * an explicit shrink discards waits on rcu_pending (a stack through
+     * slab.next) until slab_rcu_release has seen a grace period. */
+    bool rcu_keep;
+    struct sk_page *rcu_pending;
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
     /* Each mode's own fields: slub_debug's layout, allocator=slab's
      * sizing, sheaves=0's per-CPU freelists. */

@@ -104,7 +104,7 @@ int main(void)
 
     errno = 0;
     ok(kmem_cache_create("kslab_rcu", 64, 0, SLAB_TYPESAFE_BY_RCU, NULL) == NULL && errno == EINVAL,
-       "SLAB_TYPESAFE_BY_RCU is refused with EINVAL, not ignored");
+       "SLAB_TYPESAFE_BY_RCU with no RCU to wait on is refused with EINVAL, not ignored");
 
     char buf[1024];
     int st = child_says(panic_create, buf, sizeof buf);

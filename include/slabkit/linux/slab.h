@@ -36,9 +36,25 @@
 #define ZERO_SIZE_PTR ((void *)16)
 #define ZERO_OR_NULL_PTR(x) ((unsigned long)(x) <= (unsigned long)ZERO_SIZE_PTR)
 
+#if defined(_URCU_CALL_RCU_H)
+/* liburcu's grace periods, for SLAB_TYPESAFE_BY_RCU (sk_kernel_set_rcu). */
+static void sk__synchronize_rcu(void)
+{
+    synchronize_rcu();
+}
+static void sk__rcu_barrier(void)
+{
+    rcu_barrier();
+}
+#endif
+
 static inline struct kmem_cache *kmem_cache_create(const char *name, unsigned int size, unsigned int align,
                                                    unsigned long flags, void (*ctor)(void *))
 {
+#if defined(_URCU_CALL_RCU_H)
+    if (flags & SLAB_TYPESAFE_BY_RCU)
+        sk_kernel_set_rcu(sk__synchronize_rcu, sk__rcu_barrier);
+#endif
     return sk_kmem_cache_create(name, size, align, flags, ctor);
 }
 
