@@ -65,6 +65,7 @@ struct kfence_track {
 
 struct kfence_slot {
     uintptr_t addr;               /* the object */
+    const char *cache;            /* a kernel API cache's name; NULL: kmalloc's */
     uint32_t size;                /* asked for */
     uint32_t next;                /* FIFO link */
     int state;                    /* SLOT_* */
@@ -119,7 +120,7 @@ static void print_object(uint32_t i)
 {
     const struct kfence_slot *s = &slots[i];
     os_printf(2, "\nkfence-#%u: 0x%lx-0x%lx, size=%u, cache=%s\n", i, (unsigned long)s->addr,
-              (unsigned long)(s->addr + s->size - 1), s->size, class_name(s->size));
+              (unsigned long)(s->addr + s->size - 1), s->size, s->cache ? s->cache : class_name(s->size));
     print_track("allocated", &s->alloc);
     if (s->state == SLOT_FREED || s->state == SLOT_FREEING)
         print_track("freed", &s->free);
@@ -183,7 +184,7 @@ static uint32_t fifo_pop(bool *right)
     return i;
 }
 
-static void *kfence_alloc(size_t size)
+static void *kfence_alloc(size_t size, size_t align, const char *cache)
 {
     bool right = false;
     spin_lock(&pool_lock);
@@ -201,10 +202,13 @@ static void *kfence_alloc(size_t size)
     if (!size)
         size = 1;
     /* The alignment its class would have given it: kmalloc classes are
-     * naturally aligned (sk_malloc(4096) is page-aligned), at least 16. */
-    size_t align = kmalloc_caches[kmalloc_index(size)]->align;
-    if (align < 16)
-        align = 16;
+     * naturally aligned (sk_malloc(4096) is page-aligned), at least 16; a
+     * cache's, its own. */
+    if (!cache) {
+        align = kmalloc_caches[kmalloc_index(size)]->align;
+        if (align < 16)
+            align = 16;
+    }
     uintptr_t obj = right ? SK_ALIGN_DOWN(page + SK_PAGE_SIZE - size, align) : page;
     struct kfence_slot *s = &slots[i];
     for (uintptr_t a = page; a < obj; a++)
@@ -212,6 +216,7 @@ static void *kfence_alloc(size_t size)
     for (uintptr_t a = obj + size; a < page + SK_PAGE_SIZE; a++)
         *(uint8_t *)a = CANARY(a);
     s->addr = obj;
+    s->cache = cache;
     s->size = (uint32_t)size;
     track_record(&s->alloc);
     __atomic_store_n(&s->state, SLOT_ALLOCATED, __ATOMIC_RELEASE);
@@ -448,7 +453,21 @@ static int setup(void)
     return 0;
 }
 
+static void *poll(size_t size, size_t align, const char *cache);
+
 void *kfence_poll(size_t size)
+{
+    return poll(size, 0, NULL);
+}
+
+void *kfence_poll_cache(const char *cache, size_t size, size_t align)
+{
+    if (size > KFENCE_MAX_SIZE || align > SK_PAGE_SIZE || SK_ALIGN_UP(size, align ? align : 1) > SK_PAGE_SIZE)
+        return NULL;
+    return poll(size, align ? align : 8, cache);
+}
+
+static void *poll(size_t size, size_t align, const char *cache)
 {
     int st = __atomic_load_n(&setup_state, __ATOMIC_ACQUIRE);
     if (unlikely(st != ST_READY)) {
@@ -473,7 +492,7 @@ void *kfence_poll(size_t size)
     int expect = ARM_ARMED;
     if (!__atomic_compare_exchange_n(&arm_state, &expect, ARM_TAKING, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return NULL;
-    void *p = kfence_alloc(size);
+    void *p = kfence_alloc(size, align, cache);
     kmalloc_tables_divert(false);
     __atomic_store_n(&arm_state, ARM_IDLE, __ATOMIC_RELEASE);
     return p;

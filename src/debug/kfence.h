@@ -43,6 +43,10 @@ static inline bool kfence_addr(const void *p)
  * sampling is armed and size fits, returns an object from the pool, else
  * NULL (allocate normally). */
 void *kfence_poll(size_t size);
+/* The same for an object of a kernel API cache (src/kernel): `cache` (its
+ * name, kept for reports: the cache must outlive the object) with its
+ * size and alignment; the caller runs the constructor. */
+void *kfence_poll_cache(const char *cache, size_t size, size_t align);
 /* Free of a pool pointer: checks the canaries, protects the page; reports
  * and aborts for a bad or double free, or corrupted canaries. */
 void kfence_free(void *p, const char *call);

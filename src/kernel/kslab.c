@@ -166,7 +166,16 @@ void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
         return NULL;
     }
     int saved = errno;
-    void *obj = cache_alloc(c, gfp);
+    void *obj = NULL;
+    if (unlikely(sk_opt.kfence)) {
+        /* A sample goes to KFENCE's guarded pool, constructed as a slab's
+         * object would be (the kernel's kfence_alloc in slab_alloc_node). */
+        obj = kfence_poll_cache(c->name, c->object_size, c->align);
+        if (obj && c->ctor)
+            c->ctor(obj);
+    }
+    if (likely(!obj))
+        obj = cache_alloc(c, gfp);
     if (unlikely(!obj))
         return failed("kmem_cache_alloc", c->name, gfp, c->object_size);
     if (gfp & SK_GFP_ZERO)
@@ -177,6 +186,10 @@ void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
 
 void sk_kmem_cache_free(sk_cache_t *cache, void *obj)
 {
+    if (unlikely(kfence_addr(obj))) {
+        kfence_free(obj, "kmem_cache_free");
+        return;
+    }
     slab_cache_free_call((struct slab_cache *)cache, obj, "kmem_cache_free");
     __asm__ volatile("");   /* this frame stays in memcheck's stacks */
 }

@@ -17,6 +17,7 @@
  * theirs.  Invariant: an object in an array carries the free marker
  * (slab_fast.h), set before the push that publishes it.
  */
+#include "debug/kfence.h"
 #include "slab/slab_internal.h"
 
 /* How many objects one sequence moves at most (a stack buffer's worth on
@@ -59,6 +60,10 @@ void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *c
     unsigned m = 0;
     for (unsigned i = 0; i < n; i++) {
         void *obj = objs[i];
+        if (unlikely(kfence_addr(obj))) {
+            kfence_free(obj, call);     /* a sampled single allocation */
+            continue;
+        }
         struct slab_cache *owner = NULL;
         struct sk_page *pg = obj ? slab_of_object(obj, &owner) : NULL;
         if (unlikely(!pg || owner != c)) {
