@@ -27,7 +27,8 @@
  *    the scan itself are not scanned), and the 256 KiB either side of its
  *    thread pointer (static TLS and the TCB, whose DTV leads to dynamic
  *    TLS blocks);
- *  - every other thread blocked in a system call: its stack from the
+ *  - every other thread blocked in a system call (one found running is
+ *    looked at again, 1 ms apart, up to 20 times): its stack from the
  *    stack pointer the kernel shows in /proc/self/task/TID/syscall to the
  *    top of the mapping (glibc puts a thread's TCB and static TLS there).
  *    There is no stop-the-world: a running thread's stack and other
@@ -100,7 +101,7 @@ struct leak_scan {
     bool draining;
     bool overflow;               /* the work list could not grow */
     /* Figures for the summary. */
-    size_t root_bytes, own_bytes, heap_bytes, marked, threads_seen, threads_missed;
+    size_t root_bytes, own_bytes, heap_bytes, marked, threads_seen, threads_missed, tcbs_scanned;
 };
 
 /* ---- private memory (never malloc) ---- */
@@ -563,6 +564,9 @@ struct linux_dirent64_ {
     char d_name[];
 };
 
+/* How many times, 1 ms apart, a thread found running is looked at again. */
+#define LEAK_RUNNING_TRIES 20
+
 /* The stack pointer of thread tid if it sleeps in the kernel, else 0. */
 static uintptr_t leak_thread_sp(struct leak_scan *ls, const char *tid)
 {
@@ -584,6 +588,72 @@ static uintptr_t leak_thread_sp(struct leak_scan *ls, const char *tid)
             return parse_hex(&s);
         }
     return 0;
+}
+
+/*
+ * glibc's thread descriptors, live or cached: a thread that exited keeps
+ * its stack mapping in glibc's stack cache, its struct pthread (at the
+ * top of the mapping: the TCB on x86-64) still pointing at its DTV, which
+ * _dl_allocate_tls took from malloc and frees only when the cached stack
+ * goes.  Nothing the scan reads reaches it (the cache's list runs through
+ * the cached descriptors themselves), so every thread that ever exited
+ * left a "leak" of its DTV (the kernel harness's threads, 320 bytes
+ * each).  A descriptor is found by its self-pointers (tcbhead_t: tcb and
+ * self both point at it) near the top of an anonymous read-write mapping,
+ * and is scanned to the mapping's end: the DTV and what it points at are
+ * glibc's, never the program's leak.  The thread's static TLS below it is
+ * not scanned (an exited thread's thread-locals that still point at the
+ * heap are leaks).
+ */
+#define LEAK_TCB_SEARCH ((uintptr_t)16 << 10)
+static void leak_scan_tcbs(struct leak_scan *ls)
+{
+    const char *s = ls->maps, *end = ls->maps + ls->maps_len;
+    while (s < end) {
+        const char *line = s;
+        while (s < end && *s != '\n')
+            s++;
+        const char *eol = s++;
+        const char *p = line;
+        uintptr_t lo = parse_hex(&p);
+        if (*p++ != '-')
+            continue;
+        uintptr_t hi = parse_hex(&p);
+        if (p + 5 > eol || memcmp(p, " rw-p", 5) != 0 || hi - lo < 2 * LEAK_TCB_SEARCH)
+            continue;
+        /* Anonymous: offset, device, inode 0, and no path. */
+        const char *q = p + 5, *f = q;
+        for (int field = 0; field < 3; field++) {
+            while (q < eol && *q == ' ')
+                q++;
+            f = q;
+            while (q < eol && *q != ' ')
+                q++;
+        }
+        bool inode0 = q - f == 1 && *f == '0';
+        while (q < eol && *q == ' ')
+            q++;
+        if (!inode0 || q < eol)
+            continue;     /* a file mapping, or a named one ([heap], [stack]) */
+        if (vm_slice_of((void *)lo))
+            continue;     /* slabkit's heap */
+        /* Read through process_vm_readv: a mapping another thread unmaps
+         * meanwhile fails the read instead of faulting the scan. */
+        static uintptr_t probe[LEAK_TCB_SEARCH / sizeof(uintptr_t)] SK_BIG_BSS;
+        struct iovec local = { probe, sizeof probe }, remote = { (void *)(hi - LEAK_TCB_SEARCH), sizeof probe };
+        if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof probe)
+            continue;
+        for (size_t off = LEAK_TCB_SEARCH - 64;; off -= 64) {
+            const uintptr_t *w = probe + off / sizeof(uintptr_t), a = hi - LEAK_TCB_SEARCH + off;
+            if (w[0] == a && w[2] == a) {
+                leak_scan_root(ls, a, hi);
+                ls->tcbs_scanned++;
+                break;
+            }
+            if (off == 0)
+                break;
+        }
+    }
 }
 
 /* Scan every other thread's stack (those blocked in the kernel). */
@@ -615,6 +685,15 @@ static void leak_scan_threads(struct leak_scan *ls)
             if (d->d_name[0] < '0' || d->d_name[0] > '9' || !strcmp(d->d_name, self))
                 continue;
             uintptr_t sp = leak_thread_sp(ls, d->d_name);
+            /* Running: look again for a while.  A thread that runs at the
+             * exit scan is mostly on its way to a wait (liburcu's call_rcu
+             * worker, between a grace period and its callbacks, holds a
+             * batch of objects only on its stack), and a blocked thread's
+             * stack can be read. */
+            for (int tries = 0; !sp && tries < LEAK_RUNNING_TRIES; tries++) {
+                os_sleep_ms(1);
+                sp = leak_thread_sp(ls, d->d_name);
+            }
             if (sp && nsp < MAX_SP) {
                 sps[nsp++] = sp;
                 ls->threads_seen++;
@@ -632,6 +711,7 @@ static void leak_scan_threads(struct leak_scan *ls)
             else
                 ls->threads_missed++;
         }
+        leak_scan_tcbs(ls);
         /* slabkit's own threads (purger, KFENCE timer), running, asleep
          * or not started yet: what glibc allocated for them (the DTV their
          * TCB points at) is never a leak.  Their TCB and static TLS, to
