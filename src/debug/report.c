@@ -92,11 +92,34 @@ static bool allocator_frame(void *ret)
     return false;
 }
 
+struct frame_name;
+static bool frame_name(void *addr, bool ret, struct frame_name *f);
+static bool entry_frame(void *ret);
+
+/* Frames searched for slabkit's entry points in a program it is linked
+ * into. */
+#define ENTRY_SEARCH 24
+
 int report_skip_allocator(void *const *frames, int n)
 {
     int i = 0;
     while (i < n && allocator_frame(frames[i]))
         i++;
+    Dl_info di;
+    if (!self_shared && i > 0 && i < n &&
+        !(dladdr((char *)frames[i] - 1, &di) && (uintptr_t)di.dli_fbase == self_base)) {
+        /* Linked into a program that exports none of its functions (no
+         * -rdynamic), dladdr names none of the program's frames either:
+         * they all looked like slabkit's, and the stack began in libc
+         * (__libc_start_main, in the kernel harness's debug=U tracks).
+         * Skip through the outermost of slabkit's entry points among the
+         * first frames instead, named from .symtab. */
+        int last = -1;
+        for (int k = 0; k < i && k < ENTRY_SEARCH; k++)
+            if (entry_frame(frames[k]))
+                last = k;
+        return last + 1;
+    }
     return i == n ? 0 : i;
 }
 
@@ -235,6 +258,19 @@ static bool frame_name(void *addr, bool ret, struct frame_name *f)
     if ((!f->sym || (f->sym_size && f->sym_off > f->sym_size)) && symtab_name(f->module, f->mod_off, f))
         f->sym_off += ret;
     return true;
+}
+
+/* Is the return address in one of slabkit's entry points (entry_names),
+ * named by dladdr or the module's .symtab? */
+static bool entry_frame(void *ret)
+{
+    struct frame_name f;
+    if (!frame_name(ret, true, &f) || !f.sym)
+        return false;
+    for (size_t i = 0; i < SK_ARRAY_SIZE(entry_names); i++)
+        if (!strncmp(f.sym, entry_names[i], strlen(entry_names[i])))
+            return true;
+    return false;
 }
 
 static void format_frame(char *buf, size_t size, void *addr, bool ret, bool with_size)
