@@ -95,7 +95,7 @@ ASAN_BIN     := $(ASAN_TESTS:tests/%.c=$(B)/asan/tests/%)
 # Keep the TSan and ASan objects (make would delete them as intermediate files).
 .SECONDARY: $(TSAN_LIB_OBJ) $(ASAN_LIB_OBJ)
 
-.PHONY: build all lib tools check test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack
+.PHONY: build all lib tools check test test-tsan asan test-asan bench bench-deps install uninstall deb clean stack check-stack kernel-tests
 # `make`: the library and the tools, what a user builds (seconds); `make
 # all` adds every test and benchmark program (make test and make bench
 # build what they run).
@@ -215,8 +215,14 @@ $(B)/asan/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(ASAN_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(ASANFLAGS) -Itests -o $@ $< $(ASAN_LIB_OBJ) -lm
 
-test: all $(TSAN_BIN) $(ASAN_BIN)
+test: all $(TSAN_BIN) $(ASAN_BIN) $(B)/asan/libslabkit.a
 	@tests/run
+
+# The kernel's radix-tree test harness (Debian's linux-source-6.1: xarray,
+# maple tree, IDR, radix tree) on slabkit, every suite in every mode
+# (tests/kernel/harness/run; docs/kernel.md).  make test runs a subset.
+kernel-tests: lib $(B)/asan/libslabkit.a
+	@tests/kernel/harness/run
 
 # The quick tier: every layer's unit and stress tests (docs/testing.md).
 check: lib $(TEST_BIN) $(TEST_CXXBIN)

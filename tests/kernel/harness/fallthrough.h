@@ -1,0 +1,1 @@
+#define fallthrough __attribute__((__fallthrough__))
