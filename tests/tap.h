@@ -169,4 +169,20 @@ static inline pid_t tap_fork_stderr(int *fd)
     *fd = p[0];
     return pid;
 }
+/* Run fn in a forked child (then _exit(0)) with its stderr into buf
+ * (NUL-terminated, its first line only when first_line): the wait
+ * status.  For bad input: the message and the signal. */
+static inline int tap_child_report(void (*fn)(void), char *buf, size_t len, int first_line)
+{
+    int fd;
+    pid_t pid = tap_fork_stderr(&fd);
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
+    int st = tap_child_stderr(pid, fd, buf, len);
+    if (first_line)
+        buf[strcspn(buf, "\n")] = 0;
+    return st;
+}
 #endif

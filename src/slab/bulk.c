@@ -71,14 +71,8 @@ void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *c
                 continue;                 /* the kernel skips NULL too */
             push_run(c, run, m);          /* what came before is freed */
             m = 0;
-            if (c->mode == SLAB_MODE_DEBUG) {
-                slab_debug_free(c, obj, false, call);   /* reports it */
-                continue;
-            }
-            if (pg)
-                os_fatal("wrong cache: %s(%s, %p) of an object of %s", call, c->name, obj, owner->name);
-            slab_check_fresh(obj, call);
-            os_fatal("invalid pointer: %s(%s, %p) is not an object of this cache", call, c->name, obj);
+            slab_free_foreign(c, pg, owner, obj, call);
+            continue;
         }
         if (unlikely(slab_marked_free(c, obj))) {
             /* Freed already, perhaps earlier in this very call: the run

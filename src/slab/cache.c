@@ -579,6 +579,19 @@ void *sk_cache_alloc(sk_cache_t *cache)
     return obj;
 }
 
+SK_NOINLINE void slab_free_foreign(struct slab_cache *c, struct sk_page *pg, struct slab_cache *owner, void *obj,
+                                   const char *call)
+{
+    if (c->mode == SLAB_MODE_DEBUG) {
+        slab_debug_free(c, obj, false, call);   /* reports it */
+        return;
+    }
+    if (pg)
+        os_fatal("wrong cache: %s(%s, %p) of an object of %s", call, c->name, obj, owner->name);
+    slab_check_fresh(obj, call);
+    os_fatal("invalid pointer: %s(%s, %p) is not an object of this cache", call, c->name, obj);
+}
+
 void sk_cache_free(sk_cache_t *cache, void *obj)
 {
     slab_cache_free_call((struct slab_cache *)cache, obj, "sk_cache_free");

@@ -278,6 +278,12 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
     slab_free_slow(c, obj);
 }
 
+/* A free of obj through cache c when obj is no object of c (pg: its slab
+ * page, owner its cache, or NULL): reported naming `call`, then abort;
+ * under slub_debug with debug_continue the report returns. */
+void slab_free_foreign(struct slab_cache *c, struct sk_page *pg, struct slab_cache *owner, void *obj,
+                       const char *call);
+
 /* sk_cache_free and kmem_cache_free: obj checked to be an object of c
  * (a report naming `call` if not), then freed.  Inline, so that each entry
  * point's frame is the one a memcheck stack names. */
@@ -289,14 +295,8 @@ static inline __attribute__((always_inline)) void slab_cache_free_call(struct sl
         return;
     struct sk_page *pg = slab_of_object(obj, &owner);
     if (unlikely(!pg || owner != c)) {
-        if (c->mode == SLAB_MODE_DEBUG) {
-            slab_debug_free(c, obj, false, call);   /* reports it */
-            return;
-        }
-        if (pg)
-            os_fatal("wrong cache: %s(%s, %p) of an object of %s", call, c->name, obj, owner->name);
-        slab_check_fresh(obj, call);
-        os_fatal("invalid pointer: %s(%s, %p) is not an object of this cache", call, c->name, obj);
+        slab_free_foreign(c, pg, owner, obj, call);
+        return;
     }
     slab_free_at(c, pg, obj, call);
 }

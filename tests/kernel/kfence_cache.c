@@ -56,17 +56,6 @@ static void *sampled(void)
     }
 }
 
-static int child_report(void (*fn)(void), char *buf, size_t len)
-{
-    int fd;
-    pid_t pid = tap_fork_stderr(&fd);
-    if (pid == 0) {
-        fn();
-        _exit(0);
-    }
-    return tap_child_stderr(pid, fd, buf, len);
-}
-
 static void use_after_free(void)
 {
     char *k = sampled();
@@ -118,11 +107,11 @@ int main(int argc, char **argv)
     ok(!sk_kfence_object(b[0]), "so does kmem_cache_free_bulk");
 
     char buf[8192];
-    int st = child_report(use_after_free, buf, sizeof buf);
+    int st = tap_child_report(use_after_free, buf, sizeof buf, 0);
     ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "BUG: KFENCE: use-after-free") &&
        strstr(buf, "cache=kf_cache"), "a use after free of a sampled object: a report naming the cache");
     ok(strstr(buf, "freed by task") && strstr(buf, "use_after_free"), "with the free's stack");
-    st = child_report(overflow, buf, sizeof buf);
+    st = tap_child_report(overflow, buf, sizeof buf, 0);
     ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "BUG: KFENCE:") && strstr(buf, "cache=kf_cache") &&
        (strstr(buf, "out-of-bounds") || strstr(buf, "memory corruption")),
        "a one-byte overflow: a report naming the cache");

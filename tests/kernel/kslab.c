@@ -38,20 +38,6 @@ static unsigned long active(const char *name)
     return sk_cache_info(name, &info) == 0 ? info.active_objs : (unsigned long)-1;
 }
 
-/* Run fn in a child with stderr captured: its wait status, text in buf. */
-static int child_says(void (*fn)(void), char *buf, size_t len)
-{
-    int fd;
-    pid_t pid = tap_fork_stderr(&fd);
-    if (pid == 0) {
-        fn();
-        _exit(0);
-    }
-    int st = tap_child_stderr(pid, fd, buf, len);
-    buf[strcspn(buf, "\n")] = 0;
-    return st;
-}
-
 static struct kmem_cache *victim;
 static void double_free_in_bulk(void)
 {
@@ -107,7 +93,7 @@ int main(void)
        "SLAB_TYPESAFE_BY_RCU with no RCU to wait on is refused with EINVAL, not ignored");
 
     char buf[1024];
-    int st = child_says(panic_create, buf, sizeof buf);
+    int st = tap_child_report(panic_create, buf, sizeof buf, 1);
     ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "SLAB_PANIC"),
        "SLAB_PANIC: a failed create aborts with a message (%s)", buf);
 
@@ -143,10 +129,10 @@ int main(void)
     is(active("kslab_bulk"), 1, "free_bulk skips NULLs (the one left out is still out)");
     void *last = kmem_cache_alloc(b, GFP_KERNEL);
     (void)last;
-    st = child_says(double_free_in_bulk, buf, sizeof buf);
+    st = tap_child_report(double_free_in_bulk, buf, sizeof buf, 1);
     ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "double free"),
        "a double free inside one free_bulk is caught (%.120s)", buf);
-    st = child_says(wrong_cache_free, buf, sizeof buf);
+    st = tap_child_report(wrong_cache_free, buf, sizeof buf, 1);
     ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "wrong cache"),
        "kmem_cache_free of another cache's object is caught (%.120s)", buf);
 
