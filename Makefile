@@ -259,7 +259,8 @@ stack: lib
 
 # What `make install` puts where (uninstall removes exactly these).
 INST_LIB := $(LIBDIR)/libslabkit.so.$(VERSION) $(LIBDIR)/$(SONAME) $(LIBDIR)/libslabkit.so $(LIBDIR)/libslabkit.a
-INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc
+INST_DEV := $(INCLUDEDIR)/slabkit.h $(PKGCONFIGDIR)/slabkit.pc $(INCLUDEDIR)/slabkit/kernel.h \
+            $(INCLUDEDIR)/slabkit/linux/slab.h $(INCLUDEDIR)/slabkit/linux/gfp.h
 INST_BIN := $(BINDIR)/slabkit $(BINDIR)/slabkit-slabinfo $(BINDIR)/slabkit-slabtop $(BINDIR)/slabkit-symbolize
 INST_MAN := $(MANDIR)/man1/slabkit.1 $(MANDIR)/man1/slabkit-slabinfo.1 $(MANDIR)/man1/slabkit-slabtop.1 \
             $(MANDIR)/man1/slabkit-symbolize.1 \
@@ -272,6 +273,9 @@ install: lib tools
 	ln -sf libslabkit.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libslabkit.so
 	install -m 644 include/slabkit.h $(DESTDIR)$(INCLUDEDIR)/
+	install -d $(DESTDIR)$(INCLUDEDIR)/slabkit/linux
+	install -m 644 include/slabkit/kernel.h $(DESTDIR)$(INCLUDEDIR)/slabkit/
+	install -m 644 include/slabkit/linux/slab.h include/slabkit/linux/gfp.h $(DESTDIR)$(INCLUDEDIR)/slabkit/linux/
 	$(PC_SED) tools/slabkit.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/slabkit.pc
 	sed 's|^LIB=.*|LIB=$(LIBDIR)/$(SONAME)|' tools/slabkit.sh > $(DESTDIR)$(BINDIR)/slabkit
 	chmod 755 $(DESTDIR)$(BINDIR)/slabkit

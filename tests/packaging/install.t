@@ -31,6 +31,7 @@ ok $rc "make install DESTDIR=... PREFIX=/usr LIBDIR=$LD"
 [ $rc = 0 ] || show "$T/install.out"
 
 want="$LD/libslabkit.so.0.1.0 $LD/libslabkit.a /usr/include/slabkit.h $LD/pkgconfig/slabkit.pc
+/usr/include/slabkit/kernel.h /usr/include/slabkit/linux/slab.h /usr/include/slabkit/linux/gfp.h
 /usr/bin/slabkit /usr/bin/slabkit-slabinfo /usr/bin/slabkit-slabtop /usr/bin/slabkit-symbolize /usr/share/man/man1/slabkit.1
 /usr/share/man/man1/slabkit-slabinfo.1 /usr/share/man/man1/slabkit-slabtop.1 /usr/share/man/man1/slabkit-symbolize.1
 /usr/share/man/man3/slabkit.3 /usr/share/man/man7/slabkit.7"
