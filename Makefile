@@ -221,7 +221,7 @@ test: all $(TSAN_BIN) $(ASAN_BIN) $(B)/asan/libslabkit.a
 # The kernel's radix-tree test harness (Debian's linux-source-6.1: xarray,
 # maple tree, IDR, radix tree) on slabkit, every suite in every mode
 # (tests/kernel/harness/run; docs/kernel.md).  make test runs a subset.
-kernel-tests: lib $(B)/asan/libslabkit.a
+kernel-tests: lib tools $(B)/asan/libslabkit.a
 	@tests/kernel/harness/run
 
 # The quick tier: every layer's unit and stress tests (docs/testing.md).
