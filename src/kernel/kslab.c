@@ -63,8 +63,7 @@ sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned i
     else if (slab_init() != 0)
         why = "out of memory";
     if (!why) {
-        unsigned skflags = (unsigned)(flags & KERNEL_DEBUG_FLAGS & ~(flags & SK_SLAB_TYPESAFE_BY_RCU ?
-                                                                     SK_SLAB_POISON : 0)) |
+        unsigned skflags = (unsigned)(flags & KERNEL_DEBUG_FLAGS) |
                            (flags & SK_SLAB_HWCACHE_ALIGN ? SK_CACHE_HWALIGN : 0) |
                            (flags & SK_SLAB_TYPESAFE_BY_RCU ? SLAB_CACHE_TYPESAFE_RCU : 0);
         /* The kernel lets names repeat; slabkit's caches are found by
@@ -103,9 +102,7 @@ void sk_kernel_set_rcu(void (*synchronize_rcu)(void), void (*rcu_barrier)(void))
 /* A SLAB_TYPESAFE_BY_RCU cache's empty slabs, back after a grace period. */
 static int shrink_rcu(struct slab_cache *c)
 {
-    int n = slab_shrink(c);     /* counts the slabs it put on rcu_pending */
-    slab_rcu_release(c, __atomic_load_n(&rcu_sync, __ATOMIC_ACQUIRE));
-    return n;
+    return slab_shrink_rcu(c, __atomic_load_n(&rcu_sync, __ATOMIC_ACQUIRE));
 }
 
 void sk_kmem_cache_destroy(sk_cache_t *cache)
@@ -138,24 +135,29 @@ static inline bool cache_fails(struct slab_cache *c, sk_gfp_t gfp, unsigned long
                           &c->nowait_budget, gfp, n);
 }
 
-/* An object of c; with __GFP_DIRECT_RECLAIM the caches are shrunk and
- * free memory given back before a second try, with __GFP_NOFAIL as long
- * as it takes. */
+/*
+ * After `tries` failed tries of an allocation: whether to try again.  One
+ * that may sleep (__GFP_DIRECT_RECLAIM) gets one more, after every cache
+ * is shrunk and free memory given back (the kernel's direct reclaim); one
+ * with __GFP_NOFAIL as many as it takes, waiting between them.
+ */
+static bool retry(sk_gfp_t gfp, unsigned tries)
+{
+    if (!(gfp & SK_GFP_NOFAIL) && (tries > 1 || !(gfp & SK_GFP_DIRECT_RECLAIM)))
+        return false;
+    if (tries > 1)
+        os_sleep_ms(NOFAIL_WAIT_MS);
+    slab_release_all();
+    return true;
+}
+
 static void *cache_alloc(struct slab_cache *c, sk_gfp_t gfp)
 {
-    void *obj = slab_alloc(c);
-    if (likely(obj))
-        return obj;
-    for (;;) {
-        if (gfp & (SK_GFP_DIRECT_RECLAIM | SK_GFP_NOFAIL)) {
-            slab_release_all();
-            if ((obj = slab_alloc(c)))
-                return obj;
-        }
-        if (!(gfp & SK_GFP_NOFAIL))
+    void *obj;
+    for (unsigned tries = 1; !(obj = slab_alloc(c)); tries++)
+        if (!retry(gfp, tries))
             return NULL;
-        os_sleep_ms(NOFAIL_WAIT_MS);
-    }
+    return obj;
 }
 
 void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
@@ -204,25 +206,12 @@ int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **o
         return 0;
     }
     int saved = errno;
-    size_t got = 0;
-    for (int tries = 0; got < n; tries++) {
-        size_t want = n - got < (1u << 20) ? n - got : (1u << 20);
-        unsigned k = slab_alloc_bulk(c, objs + got, (unsigned)want);
-        got += k;
-        if (k == want)
-            continue;
-        /* Short: reclaim as a single allocation would, or give up. */
-        if (!(gfp & (SK_GFP_DIRECT_RECLAIM | SK_GFP_NOFAIL)) || (tries && !(gfp & SK_GFP_NOFAIL)))
-            break;
-        slab_release_all();
-        if (tries && (gfp & SK_GFP_NOFAIL))
-            os_sleep_ms(NOFAIL_WAIT_MS);
-    }
+    size_t got = slab_alloc_bulk(c, objs, n);
+    for (unsigned tries = 1; got < n && retry(gfp, tries); tries++)
+        got += slab_alloc_bulk(c, objs + got, n - got);
     if (got < n) {
         /* All or nothing, as the kernel's. */
-        for (size_t i = 0; i < got; i += 1u << 20)
-            slab_free_bulk(c, objs + i, (unsigned)(got - i < (1u << 20) ? got - i : (1u << 20)),
-                           "kmem_cache_alloc_bulk");
+        slab_free_bulk(c, objs, got, "kmem_cache_alloc_bulk");
         failed("kmem_cache_alloc_bulk", c->name, gfp, c->object_size * n);
         return 0;
     }
@@ -235,10 +224,7 @@ int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **o
 
 void sk_kmem_cache_free_bulk(sk_cache_t *cache, size_t n, void **objs)
 {
-    struct slab_cache *c = (struct slab_cache *)cache;
-    for (size_t i = 0; i < n; i += 1u << 20)
-        slab_free_bulk(c, objs + i, (unsigned)(n - i < (1u << 20) ? n - i : (1u << 20)),
-                       "kmem_cache_free_bulk");
+    slab_free_bulk((struct slab_cache *)cache, objs, n, "kmem_cache_free_bulk");
 }
 
 sk_cache_t *sk_kmem_cache_of(const void *p)
@@ -277,17 +263,14 @@ static void *kmalloc_gfp(size_t size, sk_gfp_t gfp, const char *call)
         return NULL;
     }
     int saved = errno;
-    for (;;) {
-        void *p = gfp & SK_GFP_ZERO ? sk_calloc(1, size) : sk_malloc(size);
-        if (likely(p)) {
-            errno = saved;
-            return p;
-        }
-        /* sk_malloc has shrunk the caches and retried once already. */
-        if (!(gfp & SK_GFP_NOFAIL))
+    void *p;
+    /* sk_malloc shrinks the caches and tries again itself: its failure
+     * counts as two tries. */
+    for (unsigned tries = 2; !(p = gfp & SK_GFP_ZERO ? sk_calloc(1, size) : sk_malloc(size)); tries++)
+        if (!retry(gfp, tries))
             return failed(call, kmalloc_name(size), gfp, size);
-        os_sleep_ms(NOFAIL_WAIT_MS);
-    }
+    errno = saved;
+    return p;
 }
 
 void *sk_kmalloc(size_t size, sk_gfp_t gfp)
@@ -342,11 +325,9 @@ void *sk_krealloc(const void *p, size_t size, sk_gfp_t gfp)
     int saved = errno;
     size_t old = sk_usable_size(p);
     void *q;
-    while (!(q = sk_realloc((void *)p, size))) {
-        if (!(gfp & SK_GFP_NOFAIL))
+    for (unsigned tries = 2; !(q = sk_realloc((void *)p, size)); tries++)   /* as kmalloc_gfp */
+        if (!retry(gfp, tries))
             return failed("krealloc", kmalloc_name(size), gfp, size);
-        os_sleep_ms(NOFAIL_WAIT_MS);
-    }
     if (gfp & SK_GFP_ZERO) {
         size_t now = sk_usable_size(q);
         if (now > old)
@@ -419,17 +400,12 @@ void *sk_kernel_alloc_pages(sk_gfp_t gfp, unsigned int order)
 {
     int saved = errno;
     void *p;
-    for (int tries = 0; !(p = sk_alloc_pages(order)); tries++) {
-        if (!(gfp & (SK_GFP_DIRECT_RECLAIM | SK_GFP_NOFAIL)) || order > SK_MAX_ORDER ||
-            (tries && !(gfp & SK_GFP_NOFAIL))) {
+    for (unsigned tries = 1; !(p = sk_alloc_pages(order)); tries++)
+        if (order > SK_MAX_ORDER || !retry(gfp, tries)) {
             char what[32];
             snprintf(what, sizeof what, "order %u", order);
             return failed("alloc_pages", what, gfp, SK_PAGE_SIZE << (order > SK_MAX_ORDER ? 0 : order));
         }
-        sk_trim();
-        if (tries)
-            os_sleep_ms(NOFAIL_WAIT_MS);
-    }
     if (gfp & SK_GFP_ZERO)
         memset(p, 0, SK_PAGE_SIZE << order);
     errno = saved;

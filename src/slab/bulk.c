@@ -17,6 +17,8 @@
  * theirs.  Invariant: an object in an array carries the free marker
  * (slab_fast.h), set before the push that publishes it.
  */
+#include <limits.h>
+
 #include "debug/kfence.h"
 #include "slab/slab_internal.h"
 
@@ -24,11 +26,11 @@
  * the free side; the alloc side pops straight into the caller's array). */
 #define BULK_RUN 64
 
-unsigned slab_alloc_bulk(struct slab_cache *c, void **objs, unsigned n)
+size_t slab_alloc_bulk(struct slab_cache *c, void **objs, size_t n)
 {
-    unsigned got = 0;
+    size_t got = 0;
     while (got < n) {
-        unsigned k = cpu_pop_batch(slab_arrays(c), objs + got, n - got);
+        unsigned k = cpu_pop_batch(slab_arrays(c), objs + got, n - got < UINT_MAX ? (unsigned)(n - got) : UINT_MAX);
         if (k) {
             book(c, batch_out, k);
             for (unsigned i = 0; i < k; i++)
@@ -54,11 +56,11 @@ static void push_run(struct slab_cache *c, void **run, unsigned m)
         slab_free_slow(c, run[i]);
 }
 
-void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *call)
+void slab_free_bulk(struct slab_cache *c, void **objs, size_t n, const char *call)
 {
     void *run[BULK_RUN];
     unsigned m = 0;
-    for (unsigned i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         void *obj = objs[i];
         if (unlikely(kfence_addr(obj))) {
             kfence_free(obj, call);     /* a sampled single allocation */

@@ -408,10 +408,10 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
     c->slots = slots;
     for (int n = 0; n < SLAB_NR_NODES; n++)
         c->node[n].barn.objs = barn[n];
-    unsigned debug = slab_debug_flags_for(name);
+    flags |= slab_debug_flags_for(name);
     if (flags & SLAB_CACHE_TYPESAFE_RCU)
-        debug &= ~(unsigned)SK_DEBUG_P;    /* readers may read a freed object */
-    cache_setup(c, name, size, align, flags | debug, ctor, kmalloc);
+        flags &= ~(unsigned)SK_DEBUG_P;    /* readers may read a freed object */
+    cache_setup(c, name, size, align, flags, ctor, kmalloc);
     if (!cache_publish(c)) {
         errno = EEXIST;
         return NULL;
@@ -450,8 +450,7 @@ int slab_init(void)
 static void shrink_one(struct slab_cache *c, void *arg)
 {
     (void)arg;
-    if (!c->rcu_keep)       /* its slabs go back only after a grace period */
-        slab_shrink(c);
+    slab_shrink(c);
 }
 
 /* ---- the idle-cache reaper ---- */
@@ -472,7 +471,7 @@ static void reap_one(struct slab_cache *c, struct reap_count *k)
     /* Only the arrays' mode: their operation count moves with every alloc
      * and free (sheaves=0, slub_debug, poisoned and SLAB caches keep no
      * count and are left alone). */
-    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !slab_used(c) || c->rcu_keep)
+    if (c->mode != SLAB_MODE_SLUB || c->slots || !c->array_cap || !slab_used(c))
         return;
     uint64_t ops = 0;
     for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
@@ -613,6 +612,14 @@ int sk_cache_destroy(sk_cache_t *cache)
     slab_shrink(c);
     struct sk_cache_info info;
     slab_cache_info(c, &info);
+    if (c->rcu_keep && (info.num_slabs || __atomic_load_n(&c->rcu_pending, __ATOMIC_RELAXED))) {
+        /* Its slabs wait for a grace period that only the kernel API's
+         * destroy waits for: recycling it now would leave them behind. */
+        os_warn("sk_cache_destroy(%s): a SLAB_TYPESAFE_BY_RCU cache goes with kmem_cache_destroy; cache kept",
+                c->name);
+        errno = EBUSY;
+        return -1;
+    }
     if (info.active_objs) {
         os_warn("sk_cache_destroy(%s): %lu objects still allocated; cache kept", c->name, info.active_objs);
         errno = EBUSY;

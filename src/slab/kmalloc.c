@@ -616,8 +616,7 @@ static void *aligned_any(size_t align, size_t size)
 static void shrink_one(struct slab_cache *c, void *arg)
 {
     (void)arg;
-    if (!c->rcu_keep)       /* SLAB_TYPESAFE_BY_RCU: kmem_cache_shrink's */
-        slab_shrink(c);
+    slab_shrink(c);
 }
 
 size_t sk_trim(void)

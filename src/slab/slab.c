@@ -240,18 +240,16 @@ void slab_discard(struct slab_cache *c, struct sk_page *pg)
     discard_now(c, pg);
 }
 
-size_t slab_rcu_release(struct slab_cache *c, void (*grace)(void))
+static void slab_rcu_release(struct slab_cache *c, void (*grace)(void))
 {
     struct sk_page *list = __atomic_exchange_n(&c->rcu_pending, NULL, __ATOMIC_ACQUIRE);
     if (!list)
-        return 0;
+        return;
     grace();
-    size_t n = 0;
-    for (struct sk_page *pg = list, *next; pg; pg = next, n++) {
+    for (struct sk_page *pg = list, *next; pg; pg = next) {
         next = pg->slab.next;
         discard_now(c, pg);
     }
-    return n;
 }
 
 static void discard_now(struct slab_cache *c, struct sk_page *pg)
@@ -1003,7 +1001,24 @@ static int deactivate_cpu_slab(struct slab_cache *c, struct slab_cpu *sc)
 /* Objects drained from arrays are freed to their slabs; slabs this frees
  * are counted by free_slab, not by the return value (other threads free
  * too): shrink reports the slabs it gave back itself. */
+static int shrink_all(struct slab_cache *c);
+
 int slab_shrink(struct slab_cache *c)
+{
+    /* SLAB_TYPESAFE_BY_RCU: its slabs go back only through
+     * slab_shrink_rcu, after a grace period (the reaper, out of memory,
+     * malloc_trim and sk_cache_shrink pass it by). */
+    return c->rcu_keep ? 0 : shrink_all(c);
+}
+
+int slab_shrink_rcu(struct slab_cache *c, void (*grace)(void))
+{
+    int n = shrink_all(c);     /* its discards wait on rcu_pending */
+    slab_rcu_release(c, grace);
+    return n;
+}
+
+static int shrink_all(struct slab_cache *c)
 {
     if (!slab_used(c))
         return 0;         /* never allocated from: nothing anywhere */

@@ -82,15 +82,16 @@ void *slab_alloc_slow(struct slab_cache *c);
 void slab_free_slow(struct slab_cache *c, void *obj);
 /* Up to n objects of c into objs (bulk.c): fewer only when memory ran
  * out.  Returns how many. */
-unsigned slab_alloc_bulk(struct slab_cache *c, void **objs, unsigned n);
+size_t slab_alloc_bulk(struct slab_cache *c, void **objs, size_t n);
 /* Free n objects of c (NULLs skipped), each checked as a single free is;
  * `call` names the entry point in reports. */
-void slab_free_bulk(struct slab_cache *c, void **objs, unsigned n, const char *call);
+void slab_free_bulk(struct slab_cache *c, void **objs, size_t n, const char *call);
 int slab_shrink(struct slab_cache *c);
-/* A SLAB_TYPESAFE_BY_RCU cache (rcu_keep): the slabs its shrinks took off,
- * given back to the page allocator after grace() returned (an RCU grace
- * period: no reader still sees their objects).  Returns the slabs. */
-size_t slab_rcu_release(struct slab_cache *c, void (*grace)(void));
+/* A SLAB_TYPESAFE_BY_RCU cache (rcu_keep), which slab_shrink passes by:
+ * shrunk, and the slabs that took off given back to the page allocator
+ * once grace() returned (an RCU grace period: no reader still sees their
+ * objects).  Returns the slabs. */
+int slab_shrink_rcu(struct slab_cache *c, void (*grace)(void));
 /* Free objects in the cache's slabs and arrays, and allocated ones. */
 void slab_cache_info(struct slab_cache *c, struct sk_cache_info *info);
 
