@@ -153,6 +153,10 @@ struct sk_cache_info {
     unsigned long barn_objs;     /* free objects in the nodes' barns */
     unsigned barn_capacity;      /* objects a node's barn holds (0: off) */
     unsigned long stat[SK_STAT_NR];
+    /* The CPU partial list's limit in slabs (the 5.16+ kernels' conversion
+     * of cpu_partial), or 0 where it is counted in free objects against
+     * cpu_partial, as 3.1 did (sheaves=0). */
+    unsigned cpu_partial_slabs_max;
 };
 /* Fill `info` for the cache named `name` (e.g. "kmalloc-64"): 0, or -1. */
 SK_API int sk_cache_info(const char *name, struct sk_cache_info *info);

@@ -156,8 +156,12 @@ static void report(const struct sk_cache_info *i)
 
     printf("\nPer-CPU partial lists\n");
     printf("--------------------------------------------------\n");
-    if (i->cpu_partial)
-        printf("cpu_partial limit        %8u objects per CPU\n", i->cpu_partial);
+    if (i->cpu_partial && i->cpu_partial_slabs_max)
+        printf("cpu_partial limit        %8u slabs per CPU (cpu_partial %u objects, converted as 5.16+ does)\n",
+               i->cpu_partial_slabs_max, i->cpu_partial);
+    else if (i->cpu_partial)
+        printf("cpu_partial limit        %8u free objects per CPU (counted as 3.1 did: drain past it)\n",
+               i->cpu_partial);
     else
         printf("cpu_partial limit        %8s (cpu_partial=0: partial slabs go to the node list)\n", "off");
     printf("CPU partial slabs now    %8lu\n", i->cpu_partial_slabs);

@@ -96,7 +96,12 @@ struct sk_page {
         struct {                       /* PG_SLAB (and PG_TAIL copies) */
             struct slab_cache *cache;  /* offset 8 */
             struct sk_page *next;      /* offset 16: CPU or node partial list */
-            struct sk_page *prev;      /* offset 24: node partial list */
+            union {
+                struct sk_page *prev;  /* offset 24: node partial list */
+                /* On a CPU partial list of sheaves=0 (3.1's pobjects):
+                 * the free objects the slab had when it was put there. */
+                uint32_t pobjects;
+            };
             char *s_mem;               /* offset 32: first object */
             struct sk_page *head;      /* offset 40: the slab's head page */
             /* offset 48: the pair changed by one cmpxchg16b */

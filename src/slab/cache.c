@@ -272,7 +272,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
         c->cpu_partial = default_cpu_partial(stride);
     else
         c->cpu_partial = (uint32_t)sk_opt.cpu_partial;
-    /* The kernel's conversion: about half of the slabs are full enough. */
+    /* The kernel's conversion (5.16+): about half of the slabs are full
+     * enough.  sheaves=0 is 3.1's SLUB, which counted objects instead. */
     c->cpu_partial_slabs = c->cpu_partial ? (c->cpu_partial * 2 + c->objects - 1) / c->objects : 0;
     if (c->cpu_partial && c->cpu_partial_slabs < 1)
         c->cpu_partial_slabs = 1;
@@ -291,6 +292,8 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
     }
     if (c->cpu_partial_slabs > (8u >> c->order))
         c->cpu_partial_slabs = 8u >> c->order;
+    if (c->slots)
+        c->cpu_partial_slabs = 0;
     /* The barn: whole batches, at most SLAB_BARN_BYTES of objects (the
      * memory it may keep from the slabs), none where not one batch fits. */
     unsigned barn = 0;

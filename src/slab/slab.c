@@ -347,6 +347,7 @@ struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc,
     if (!__atomic_load_n(&n->partial, __ATOMIC_RELAXED))
         return NULL;
     struct sk_page *got = NULL;
+    unsigned first = 0;
     uint8_t here = slab_owner_here(c);
     lock_acquire(&n->list_lock);
     while (n->partial) {
@@ -359,18 +360,19 @@ struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc,
                 break;   /* stock no other CPU's slab: it would change home for a spare */
         }
         slab_remove_partial(n, pg);
+        union slab_counters cnt = { .v = slab_counters(pg) };
+        unsigned avail = cnt.objects - cnt.inuse;   /* a snapshot, as 3.1's */
         if (!got) {
             *fl = freeze_slab(c, pg, true);
             got = pg;
+            first = avail;
             if (!c->cpu_partial)
                 break;
         } else {
             freeze_slab(c, pg, false);
-            pg->slab.next = sc->partial;
-            sc->partial = pg;
-            sc->partial_slabs++;
+            cpu_partial_push(sc, pg, avail);
         }
-        if (sc->partial_slabs * 2 >= c->cpu_partial_slabs)
+        if (cpu_partial_stocked(c, sc, first))
             break;
     }
     lock_release(&n->list_lock);
@@ -412,22 +414,22 @@ static int unfreeze_partials(struct slab_cache *c, struct sk_page *list)
     return discard_slabs(c, discard);
 }
 
-/* A slab that just became partial joins this CPU's partial list.  Returns
- * the number of empty slabs given back when the list overflowed. */
-static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg)
+/* A slab that just became partial, with free_objects free, joins this
+ * CPU's partial list.  Returns the number of empty slabs given back when
+ * the list overflowed: in the default mode the list with it, when it
+ * makes one slab too many; under sheaves=0 the list before it, when that
+ * already held more than cpu_partial free objects (3.1's drain). */
+static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg, unsigned free_objects)
 {
     struct slab_cpu *sc = slab_cpu_mark(c, slab_cpu_id());
     struct sk_page *drain = NULL;
     lock_acquire(&sc->lock);
-    pg->slab.next = sc->partial;
-    sc->partial = pg;
-    sc->partial_slabs++;
+    if (!c->cpu_partial_slabs && cpu_partial_full(c, sc))
+        drain = cpu_partial_take(sc);
+    cpu_partial_push(sc, pg, free_objects);
     sc->stat[SK_CPU_PARTIAL_FREE]++;
-    if (sc->partial_slabs > c->cpu_partial_slabs) {
-        drain = sc->partial;
-        sc->partial = NULL;
-        sc->partial_slabs = 0;
-    }
+    if (c->cpu_partial_slabs && sc->partial_slabs > c->cpu_partial_slabs)
+        drain = cpu_partial_take(sc);
     lock_release(&sc->lock);
     return unfreeze_partials(c, drain);
 }
@@ -487,7 +489,7 @@ int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *
     if (new.owner != old.owner)
         slab_mirror_owner(c, pg, new.owner);
     if (!locked)
-        return new.frozen && !was_frozen ? put_cpu_partial(c, pg) : 0;
+        return new.frozen && !was_frozen ? put_cpu_partial(c, pg, new.objects - new.inuse) : 0;
     if (was_frozen) {
         lock_release(&n->list_lock);
         return 0;
@@ -646,10 +648,7 @@ static unsigned refill_from_slabs(struct slab_cache *c, struct slab_cpu *sc, voi
             continue;
         }
         if (sc->partial) {
-            sc->slab = sc->partial;
-            sc->partial = sc->slab->slab.next;
-            sc->partial_slabs--;
-            sc->stat[SK_CPU_PARTIAL_ALLOC]++;
+            sc->slab = cpu_partial_pop(sc);
             continue;
         }
         /* Lazily, unless this refill takes the whole slab anyway (a
@@ -1058,9 +1057,7 @@ static int shrink_all(struct slab_cache *c)
         struct slab_cpu *sc = slab_cpu_of(c, cpu);
         lock_acquire(&sc->lock);
         freed += deactivate_cpu_slab(c, sc);
-        struct sk_page *list = sc->partial;
-        sc->partial = NULL;
-        sc->partial_slabs = 0;
+        struct sk_page *list = cpu_partial_take(sc);
         lock_release(&sc->lock);
         freed += unfreeze_partials(c, list);
     }

@@ -113,6 +113,7 @@ static inline void slab_info_fixed(const struct slab_cache *c, struct sk_cache_i
     info->order = c->order;
     info->reserved = c->reserved;
     info->cpu_partial = c->cpu_partial;
+    info->cpu_partial_slabs_max = c->cpu_partial_slabs;
     info->array_capacity = c->array_cap;
     info->batch = c->batch;
 }

@@ -183,6 +183,53 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
 /* Take the whole freelist of a frozen slab; an empty one is unfrozen
  * instead (*retired). */
 void *slab_take_freelist(struct slab_cache *c, struct sk_page *pg, bool *retired);
+/* A CPU's partial list (sc->lock held).  Its limit: in the default mode
+ * cpu_partial_slabs slabs (the 5.16+ kernels' conversion); under sheaves=0
+ * (cpu_partial_slabs 0) cpu_partial free objects, counted as 3.1's
+ * put_cpu_partial did: each slab adds the objects it had free when it
+ * came (its pobjects, a snapshot), and a list already over the limit is
+ * drained to the node before the next slab joins it. */
+static inline bool cpu_partial_full(const struct slab_cache *c, const struct slab_cpu *sc)
+{
+    if (c->cpu_partial_slabs)
+        return sc->partial_slabs >= c->cpu_partial_slabs;
+    return sc->partial_objects > c->cpu_partial;
+}
+/* Has a node-partial refill stocked enough (3.1: more than half the
+ * limit available; the default mode: half the slabs)?  `first`: the free
+ * objects of the slab the refill took for itself. */
+static inline bool cpu_partial_stocked(const struct slab_cache *c, const struct slab_cpu *sc, unsigned first)
+{
+    if (c->cpu_partial_slabs)
+        return sc->partial_slabs * 2 >= c->cpu_partial_slabs;
+    return first + sc->partial_objects > c->cpu_partial / 2;
+}
+static inline void cpu_partial_push(struct slab_cpu *sc, struct sk_page *pg, unsigned free_objects)
+{
+    pg->slab.next = sc->partial;
+    pg->slab.pobjects = free_objects;
+    sc->partial = pg;
+    sc->partial_slabs++;
+    sc->partial_objects += free_objects;
+}
+static inline struct sk_page *cpu_partial_pop(struct slab_cpu *sc)
+{
+    struct sk_page *pg = sc->partial;
+    sc->partial = pg->slab.next;
+    sc->partial_slabs--;
+    sc->partial_objects -= pg->slab.pobjects;
+    sc->stat[SK_CPU_PARTIAL_ALLOC]++;
+    return pg;
+}
+/* Detach the whole list, to unfreeze it. */
+static inline struct sk_page *cpu_partial_take(struct slab_cpu *sc)
+{
+    struct sk_page *list = sc->partial;
+    sc->partial = NULL;
+    sc->partial_slabs = sc->partial_objects = 0;
+    return list;
+}
+
 /* A slab from the node partial list, frozen, its freelist in *fl; with
  * cpu_partial on, a few more onto sc's partial list (sc->lock held). */
 struct sk_page *slab_get_node_partial(struct slab_cache *c, struct slab_cpu *sc, void **fl);

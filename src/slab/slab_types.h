@@ -71,6 +71,7 @@ struct slab_cpu {                 /* one per cache per CPU, own cache line */
     bool fresh_zero;
     struct sk_page *partial;      /* frozen partial slabs, via slab.next */
     unsigned partial_slabs;
+    unsigned partial_objects;     /* their pobjects summed (sheaves=0) */
     unsigned long stat[SK_STAT_NR];
     /* For the fast-path counters (derived, see slab_cache_info): objects
      * moved into / out of arrays in batches, and single pops / pushes
@@ -167,7 +168,10 @@ struct slab_cache {
     uint32_t array_cap;           /* a CPU array's capacity at first use */
     uint32_t array_max;           /* ... and as far as it may grow */
     uint32_t cpu_partial;         /* objects on a CPU partial list (0: off) */
-    uint32_t cpu_partial_slabs;   /* the same, in slabs */
+    /* The same, in slabs: the limit the default mode enforces, as 5.16+
+     * kernels convert it.  0 under sheaves=0, which counts free objects
+     * against cpu_partial as 3.1 did (cpu_partial_push). */
+    uint32_t cpu_partial_slabs;
     uint32_t min_partial;         /* empty slabs kept on a node list */
     unsigned flags;               /* SK_CACHE_*; SK_DEBUG_* for slub_debug */
     /* The kernel API's (src/kernel): kmem_cache_create's SLAB_* flags, and

@@ -75,10 +75,7 @@ static void *refill_chain(struct slab_cache *c, int slot, struct sk_page **out)
     lock_acquire(&sc->lock);
     for (;;) {
         if (sc->partial) {
-            pg = sc->partial;
-            sc->partial = pg->slab.next;
-            sc->partial_slabs--;
-            sc->stat[SK_CPU_PARTIAL_ALLOC]++;
+            pg = cpu_partial_pop(sc);
             bool retired;
             fl = slab_take_freelist(c, pg, &retired);
             if (fl)
