@@ -666,6 +666,7 @@ void slab_atfork_child(void)
         spin_unlock(&meta_lock);
     }
     cpu_pool_atfork_child(&slab_cpu_pool);
+    slab_classic_atfork_child();
     lock_reset_child(&cache_lock);
     SK_CHILD_CLEAR(reap_busy);    /* a reaper caught mid-pass */
     /* A thread caught initialising left nothing published: start over. */

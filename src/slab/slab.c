@@ -866,12 +866,14 @@ static const char *find_free(struct slab_cache *c, void *obj)
             return "a per-CPU array";
     struct sk_page *pg = slab_head(page_of(obj));
     struct slab_barn *b = &c->node[pg->node].barn;
+    /* SLAB's shared array is under list_lock, as the kernel kept it. */
+    lock_t *bl = c->mode == SLAB_MODE_CLASSIC ? &c->node[pg->node].list_lock : &b->lock;
     bool found = false;
     if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
-        lock_acquire(&b->lock);
+        lock_acquire(bl);
         for (unsigned i = 0; i < b->count && !found; i++)
             found = b->objs[i] == obj;
-        lock_release(&b->lock);
+        lock_release(bl);
         if (found)
             return "the barn";
     }

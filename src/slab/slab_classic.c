@@ -1,6 +1,6 @@
 /*
  * slab_classic.c — allocator=slab: the kernel's SLAB (mm/slab.c as of
- * 3.13, and 3.14 after "use struct page for slab management") behind the
+ * 3.12, and 3.13 after "use struct page for slab management") behind the
  * same per-CPU arrays and barn as SLUB.  What is SLAB's here: the slow
  * paths (refill from the shared array, then from partial and free slabs;
  * flush into the shared array, else back to the slabs), the node lists of
@@ -9,16 +9,17 @@
  * (cache_estimate, calculate_slab_order, enable_cpucache).
  *
  * Lock order:
- *   1. slab_node->list_lock   (an sk_mutex): the three lists, free_objects,
- *                             colour_next, and every slab's struct slab
- *                             and index array
- *   2. zone->lock             (page allocator, below)
- * slab_node->barn.lock (the shared array) is a leaf, never held with
- * list_lock (the kernel moved objects to and from its shared array under
- * list_lock; here the barn keeps its own lock, as under SLUB).  A slab is
- * grown, and destroyed, with no lock held: an off-slab cache's management
- * comes from (and goes back to) a smaller kmalloc cache, whose own slow
- * paths then run, and that cache is always on-slab, so it never recurses.
+ *   1. classic_scratch.lock  (per CPU id: the refill's and flush's room for
+ *                             a whole array of pointers, below)
+ *   2. slab_node->list_lock   (an sk_mutex): the three lists, free_objects,
+ *                             colour_next, every slab's struct slab and
+ *                             index array, and the shared array (the
+ *                             node's barn: count and objs), as in SLAB
+ *   3. zone->lock             (page allocator, below)
+ * A slab is grown, and destroyed, with no lock held: an off-slab cache's
+ * management comes from (and goes back to) a smaller kmalloc cache, whose
+ * own slow paths then run, and that cache is always on-slab, so it never
+ * recurses.
  *
  * Invariants (list_lock held):
  *  - every slab of the cache is on exactly one list of its node: full
@@ -31,7 +32,14 @@
  *    indices; page: idx[active..num) are the free objects' indices.
  * The SLAB paths never write into an object (an object's whole state is
  * the index array), so the free marker (slab_fast.h) survives everywhere, as do
- * a constructor's results.
+ * a constructor's results.  The marker is where 3.12's SLAB debugging kept
+ * its double-free check, a word in the object: its red zone, which
+ * cache_init_objs stamped RED_INACTIVE in every object of a new slab and
+ * cache_alloc_debugcheck_after / cache_free_debugcheck checked and
+ * flipped.  It lies in the object under both slab_mgmt layouts, so it
+ * touches the same lines in both (docs/slab.md).  Beyond it the alloc
+ * and free paths do what 3.12's did: refill from the shared array, else
+ * the slabs, under one list_lock hold; flush the oldest batchcount.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -42,13 +50,15 @@
 
 /* ---- struct slab and the index array ----
  *
- * SLAB's struct slab (3.13): the list, s_mem, the head page (the kernel
+ * SLAB's struct slab (3.12): the list, s_mem, the head page (the kernel
  * kept colouroff there, to find the pages; the head page serves the same
- * purpose), `active` (inuse) and `free` (the first free index).  40 bytes,
- * the seed's figure.  slab_mgmt=page lays the same fields over the page
- * descriptor from offset 16 (the 3.14 layout: page->lru, page->s_mem,
- * page->active; `page` then is the descriptor's own head pointer, `free`
- * the unused SLUB freelist word) and keeps the index array's address in the
+ * purpose), `active` (inuse), `free` (the first free index) and the
+ * nodeid: 42 bytes of fields, padded to 48 (the cover letter's "40 bytes"
+ * leaves out the padding).  slab_mgmt=page lays the same fields but the
+ * nodeid over the page descriptor from offset 16 (the 3.13 layout:
+ * page->lru, page->s_mem, page->active; the node is the page's own;
+ * `page` then is the descriptor's own head pointer, `free` the unused
+ * SLUB freelist word) and keeps the index array's address in the
  * descriptor's counters word (page->freelist).  may_alias: the overlay is
  * read and written through this type and through struct sk_page.
  */
@@ -58,17 +68,18 @@ struct slab_desc {
     struct sk_page *page;         /* head page descriptor */
     uint32_t active;              /* objects not free on this slab */
     uint32_t free;                /* onslab: first free index, or END */
+    uint16_t nodeid;              /* onslab only: past the overlay's end */
 } __attribute__((may_alias));
 typedef uint32_t bufctl_t;       /* kmem_bufctl_t: one per object */
 #define BUFCTL_END 0xffffffffu
 
-_Static_assert(sizeof(struct slab_desc) == 40, "SLAB's struct slab is 40 bytes");
+_Static_assert(sizeof(struct slab_desc) == 48, "3.12's struct slab is 48 bytes");
 #define DESC_IN_PAGE offsetof(struct sk_page, slab.next)
 _Static_assert(DESC_IN_PAGE + offsetof(struct slab_desc, s_mem) == offsetof(struct sk_page, slab.s_mem),
                "the overlay keeps s_mem where the free fast path reads it");
 _Static_assert(DESC_IN_PAGE + offsetof(struct slab_desc, page) == offsetof(struct sk_page, slab.head),
                "the overlay keeps the head pointer");
-_Static_assert(DESC_IN_PAGE + sizeof(struct slab_desc) <= offsetof(struct sk_page, slab.counters),
+_Static_assert(DESC_IN_PAGE + offsetof(struct slab_desc, nodeid) <= offsetof(struct sk_page, slab.counters),
                "the overlay leaves the counters word for the index array's address");
 
 static inline struct slab_desc *desc_of(const struct slab_cache *c, struct sk_page *pg)
@@ -241,6 +252,7 @@ static bool cache_grow(struct slab_cache *c)
         pg->slab.freelist = d;
         d->s_mem = s_mem;
         d->page = pg;
+        d->nodeid = pg->node;
         idx = (bufctl_t *)(d + 1);
     } else {
         d = desc_of(c, pg);                 /* the fields in the descriptor */
@@ -300,16 +312,13 @@ static int destroy_chain(struct slab_cache *c, struct classic_list *chain)
     return n;
 }
 
-/* ---- objects to and from the slabs ---- */
+/* ---- objects to and from the slabs (list_lock held) ---- */
 
-/* Up to `want` objects off the node's partial, then free slabs (the
- * refill loop of cache_alloc_refill); 0 when both lists are empty. */
-static unsigned take_from_slabs(struct slab_cache *c, void **buf, unsigned want)
+/* Up to `want` objects off the node's partial, then free slabs, into buf
+ * in the order taken (the slab loop of cache_alloc_refill). */
+static unsigned take_from_slabs(struct slab_cache *c, struct slab_classic_node *cn, void **buf, unsigned want)
 {
-    struct slab_node *n = &c->node[0];
-    struct slab_classic_node *cn = &n->classic;
     unsigned got = 0;
-    lock_acquire(&n->list_lock);
     while (got < want) {
         struct classic_list *l = cn->partial.next;
         if (l == &cn->partial) {
@@ -324,20 +333,19 @@ static unsigned take_from_slabs(struct slab_cache *c, void **buf, unsigned want)
         slab_list_add(c, cn, d);
     }
     cn->free_objects -= got;
-    lock_release(&n->list_lock);
     return got;
 }
 
-/* free_block: objects back to their slabs under one list_lock hold; slabs
- * left empty beyond free_limit are destroyed after it.  Returns how many. */
-static int free_block(struct slab_cache *c, void **objs, unsigned nr)
+/* free_block: objects back to their slabs (list_lock of node n held).
+ * Slabs left empty beyond free_limit leave their lists and are chained
+ * onto *chain through list.next, for destroy_chain once no lock is held
+ * (the kernel destroyed them under list_lock; here an off-slab slab's
+ * management goes back to a kmalloc cache, whose own flush would then
+ * run under this one's locks). */
+static void free_block(struct slab_cache *c, struct slab_node *n, void **objs, unsigned nr,
+                       struct classic_list **chain)
 {
-    if (!nr)
-        return 0;
-    struct slab_node *n = &c->node[slab_page(objs[0])->node];
     struct slab_classic_node *cn = &n->classic;
-    struct classic_list *chain = NULL;
-    lock_acquire(&n->list_lock);
     for (unsigned i = 0; i < nr; i++) {
         struct sk_page *pg = slab_page(objs[i]);
         struct slab_desc *d = desc_of(c, pg);
@@ -352,108 +360,139 @@ static int free_block(struct slab_cache *c, void **objs, unsigned nr)
             cn->free_objects -= c->objects;
             __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
             pg->list_gen = 0;
-            d->list.next = chain;
-            chain = &d->list;
+            d->list.next = *chain;
+            *chain = &d->list;
         } else {
             slab_list_add(c, cn, d);
         }
     }
+}
+
+/* free_block with its own list_lock hold (the slabs to destroy onto
+ * *chain, as free_block). */
+static void free_block_unlocked(struct slab_cache *c, void **objs, unsigned nr, struct classic_list **chain)
+{
+    if (!nr)
+        return;
+    struct slab_node *n = &c->node[slab_page(objs[0])->node];
+    lock_acquire(&n->list_lock);
+    free_block(c, n, objs, nr, chain);
     lock_release(&n->list_lock);
-    return destroy_chain(c, chain);
 }
 
-/* ---- the shared array (the node's barn) ---- */
+/* ---- the shared array (the node's barn), under list_lock as in SLAB ---- */
 
-static unsigned shared_get(struct slab_cache *c, void **buf, unsigned want)
+/* transfer_objects from the shared array: its newest `want` at most. */
+static unsigned shared_take(struct slab_node *n, void **buf, unsigned want)
 {
-    struct slab_barn *b = &c->node[0].barn;
-    if (!__atomic_load_n(&b->count, __ATOMIC_RELAXED))
-        return 0;
-    lock_acquire(&b->lock);
-    unsigned n = b->count < want ? b->count : want;
-    memcpy(buf, b->objs + b->count - n, n * sizeof *buf);
-    __atomic_store_n(&b->count, b->count - n, __ATOMIC_RELAXED);
-    lock_release(&b->lock);
-    if (n)
-        cstat(c, SK_BARN_GET);
-    return n;
+    struct slab_barn *b = &n->barn;
+    unsigned k = b->count < want ? b->count : want;
+    memcpy(buf, b->objs + b->count - k, k * sizeof *buf);
+    __atomic_store_n(&b->count, b->count - k, __ATOMIC_RELAXED);
+    return k;
 }
 
-/* As many of objs as there is room for; returns how many it took. */
-static unsigned shared_put(struct slab_cache *c, void **objs, unsigned n)
+/* As many of objs as the shared array has room for; how many it took. */
+static unsigned shared_give(struct slab_node *n, void **objs, unsigned nr)
 {
-    struct slab_barn *b = &c->node[0].barn;
-    if (__atomic_load_n(&b->count, __ATOMIC_RELAXED) >= b->cap)
-        return 0;
-    lock_acquire(&b->lock);
-    unsigned room = b->cap - b->count, k = n < room ? n : room;
+    struct slab_barn *b = &n->barn;
+    unsigned room = b->cap - b->count, k = nr < room ? nr : room;
     memcpy(b->objs + b->count, objs, k * sizeof *objs);
     __atomic_store_n(&b->count, b->count + k, __ATOMIC_RELAXED);
-    lock_release(&b->lock);
-    if (k)
-        cstat(c, SK_BARN_PUT);
     return k;
+}
+
+/* ---- room for a whole array of pointers ----
+ *
+ * SLAB's refill moved batchcount objects (60 for small objects) into the
+ * array under one list_lock hold, and its flush handed the array's oldest
+ * batchcount to the shared array or the slabs and memmoved the rest down.
+ * Neither fits a stack frame of the malloc paths' budget (512 bytes,
+ * tools/checkstack), and no rseq sequence can memmove (a restart after
+ * part of it finds the array half moved).  So both go through a scratch
+ * array of CPU_ARRAY_MAX pointers: one per CPU id (hashed past
+ * CLASSIC_SCRATCH), each behind a lock, taken before list_lock and never
+ * held across a slab's growth or destruction (which reach a kmalloc
+ * cache's slow paths, and their scratch).  Only allocator=slab touches
+ * them. */
+#define CLASSIC_SCRATCH 16
+static struct classic_scratch {
+    lock_t lock;
+    void *buf[CPU_ARRAY_MAX + 1];     /* a full array, and the object freed */
+} __attribute__((aligned(CACHE_LINE))) scratch[CLASSIC_SCRATCH] = {
+    [0 ... CLASSIC_SCRATCH - 1] = { .lock = LOCK_INIT },
+};
+
+static struct classic_scratch *scratch_get(void)
+{
+    struct classic_scratch *s = &scratch[(unsigned)slab_cpu_id() % CLASSIC_SCRATCH];
+    lock_acquire(&s->lock);
+    return s;
+}
+
+void slab_classic_atfork_child(void)
+{
+    if (sk_opt.allocator != SK_ALLOC_SLAB)
+        return;                        /* never touched: not even read */
+    for (unsigned i = 0; i < CLASSIC_SCRATCH; i++)
+        lock_reset_child(&scratch[i].lock);   /* what a held one carried leaks */
 }
 
 /* ---- refill (cache_alloc_refill) ---- */
 
-/* Objects are moved in chunks of SLAB_BATCH_MAX (the stack budget, see
- * docs/slices.md); a batchcount of 60 is two chunks. */
+/* Under one list_lock hold: the shared array's newest objects if it has
+ * any, else objects off the partial and free slabs; a slab grows (with no
+ * lock held) only when both are empty.  The objects go on the array in
+ * the order taken and the last taken is handed out, as ac_put_obj and
+ * ac_get_obj did. */
 void *slab_classic_alloc_slow(struct slab_cache *c)
 {
     cstat(c, SK_ALLOC_SLOWPATH);
     cpu_array_ready(slab_arrays(c), c->array_cap);
-    void *first = cpu_pop_locked(slab_arrays(c));
-    if (first) {
+    void *obj = cpu_pop_locked(slab_arrays(c));
+    if (obj) {
         cbook(c, slow_pops, 1);
-        slab_mark_live(c, first);
-        return first;
+        slab_mark_live(c, obj);
+        return obj;
     }
-    void *buf[SLAB_BATCH_MAX];
-    unsigned total = 0;
-    first = NULL;
-    while (total < c->batch) {
-        unsigned want = c->batch - total;
-        if (want > SLAB_BATCH_MAX)
-            want = SLAB_BATCH_MAX;
-        unsigned n = shared_get(c, buf, want);
-        if (!n)
-            n = take_from_slabs(c, buf, want);
-        if (!n) {
-            if (total)
-                break;                 /* a refill grows only when empty */
-            if (!cache_grow(c)) {
-                errno = ENOMEM;
-                return NULL;
-            }
-            continue;
+    struct slab_node *n = &c->node[0];
+    for (;;) {
+        struct classic_scratch *s = scratch_get();
+        unsigned want = c->batch < CPU_ARRAY_MAX ? c->batch : CPU_ARRAY_MAX;
+        lock_acquire(&n->list_lock);
+        unsigned got = shared_take(n, s->buf, want);
+        if (got)
+            cstat(c, SK_BARN_GET);
+        else
+            got = take_from_slabs(c, &n->classic, s->buf, want);
+        lock_release(&n->list_lock);
+        if (got) {
+            obj = s->buf[got - 1];
+            unsigned pushed = cpu_push_batch(slab_arrays(c), s->buf, got - 1);
+            cbook(c, batch_in, pushed);
+            struct classic_list *chain = NULL;
+            if (pushed < got - 1)      /* others filled the array meanwhile */
+                free_block_unlocked(c, s->buf + pushed, got - 1 - pushed, &chain);
+            lock_release(&s->lock);
+            destroy_chain(c, chain);
+            cstat(c, SK_ARRAY_REFILL);
+            slab_mark_live(c, obj);
+            return obj;
         }
-        unsigned from = 0;
-        if (!first) {
-            first = buf[0];
-            from = 1;
-        }
-        total += n;
-        /* Pushed last first, so the next pops come in the order taken. */
-        for (unsigned i = from, j = n - 1; i < j; i++, j--) {
-            void *t = buf[i];
-            buf[i] = buf[j];
-            buf[j] = t;
-        }
-        unsigned m = n - from, pushed = cpu_push_batch(slab_arrays(c), buf + from, m);
-        cbook(c, batch_in, pushed);
-        if (pushed < m) {              /* others filled the array meanwhile */
-            free_block(c, buf + from + pushed, m - pushed);
-            break;
+        lock_release(&s->lock);
+        if (!cache_grow(c)) {
+            errno = ENOMEM;
+            return NULL;
         }
     }
-    cstat(c, SK_ARRAY_REFILL);
-    slab_mark_live(c, first);
-    return first;
 }
 
 /* ---- flush (cache_flusharray) ---- */
 
+/* The array is full: its oldest batchcount objects go to the shared array
+ * while it has room (only as many as fit, and then no more leave), else
+ * back to their slabs, under one list_lock hold; the newer ones stay, and
+ * obj joins them. */
 void slab_classic_free_slow(struct slab_cache *c, void *obj)
 {
     cstat(c, SK_FREE_SLOWPATH);
@@ -465,29 +504,42 @@ void slab_classic_free_slow(struct slab_cache *c, void *obj)
     }
     if (r < 0)
         slab_bad_free("double free", "free", obj, c, NULL);
-    /* batchcount objects leave the array: to the shared array while it has
-     * room, the rest back to their slabs. */
-    void *buf[SLAB_BATCH_MAX];
-    unsigned left = c->batch;
-    while (left) {
-        unsigned n = cpu_pop_batch(slab_arrays(c), buf, left < SLAB_BATCH_MAX ? left : SLAB_BATCH_MAX);
-        if (!n)
-            break;
-        cbook(c, batch_out, n);
-        left -= n;
-        for (unsigned i = 0; i < n; i++)
-            if (unlikely(buf[i] == obj))
-                slab_bad_free("double free", "free", obj, c, NULL);
-        unsigned shared = shared_put(c, buf, n);
-        if (shared < n) {
-            cstat(c, SK_ARRAY_FLUSH);
-            free_block(c, buf + shared, n - shared);
+    struct classic_scratch *s = scratch_get();
+    /* The whole array, oldest first (objs[0] is its bottom). */
+    unsigned all = cpu_pop_batch(slab_arrays(c), s->buf, CPU_ARRAY_MAX);
+    cbook(c, batch_out, all);
+    for (unsigned i = 0; i < all; i++)
+        if (unlikely(s->buf[i] == obj)) {
+            lock_release(&s->lock);
+            slab_bad_free("double free", "free", obj, c, NULL);
         }
+    unsigned out = c->batch < all ? c->batch : all;
+    struct classic_list *chain = NULL;
+    struct slab_node *n = &c->node[0];
+    if (out) {
+        lock_acquire(&n->list_lock);
+        if (n->barn.count < n->barn.cap) {
+            out = shared_give(n, s->buf, out);
+            cstat(c, SK_BARN_PUT);
+        } else {
+            free_block(c, n, s->buf, out, &chain);
+            cstat(c, SK_ARRAY_FLUSH);
+        }
+        lock_release(&n->list_lock);
     }
-    if (cpu_push_batch(slab_arrays(c), &obj, 1) == 1)
+    /* The newer ones back, then obj on top. */
+    unsigned keep = all - out, back = cpu_push_batch(slab_arrays(c), s->buf + out, keep);
+    cbook(c, batch_in, back);
+    if (cpu_push_batch(slab_arrays(c), &obj, 1) == 1) {
         cbook(c, batch_in, 1);
-    else
-        free_block(c, &obj, 1);
+    } else {
+        s->buf[out + keep] = obj;   /* others filled the array meanwhile */
+        keep++;
+    }
+    if (back < keep)                /* others filled the array meanwhile */
+        free_block_unlocked(c, s->buf + out + back, keep - back, &chain);
+    lock_release(&s->lock);
+    destroy_chain(c, chain);
 }
 
 /* ---- shrink ---- */
@@ -501,11 +553,22 @@ int slab_classic_shrink(struct slab_cache *c)
         while ((n = cpu_drain_remote(slab_arrays(c), cpu, buf, SLAB_BATCH_MAX))) {
             cstat(c, SK_REMOTE_DRAIN);
             cbook(c, batch_out, n);
-            freed += free_block(c, buf, n);
+            struct classic_list *chain = NULL;
+            free_block_unlocked(c, buf, n, &chain);
+            freed += destroy_chain(c, chain);
         }
     }
-    for (unsigned n; (n = shared_get(c, buf, SLAB_BATCH_MAX));)
-        freed += free_block(c, buf, n);
+    for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
+        struct slab_node *n = &c->node[nid];
+        struct classic_list *chain = NULL;
+        lock_acquire(&n->list_lock);
+        while (n->barn.count) {
+            unsigned k = shared_take(n, buf, SLAB_BATCH_MAX);
+            free_block(c, n, buf, k, &chain);
+        }
+        lock_release(&n->list_lock);
+        freed += destroy_chain(c, chain);
+    }
     /* drain_freelist: every empty slab goes. */
     for (int nid = 0; nid < SLAB_NR_NODES; nid++) {
         struct slab_node *n = &c->node[nid];
@@ -682,10 +745,12 @@ void slab_classic_setup(struct slab_cache *c)
     k->colour = (uint16_t)(left_over / k->colour_off);
     if (!k->colour)
         k->colour = 1;
-    unsigned limit = classic_limit(c->size);
-    c->array_cap = sk_opt.array_size ? (unsigned)sk_opt.array_size : limit;
+    unsigned limit = sk_opt.array_size ? (unsigned)sk_opt.array_size : classic_limit(c->size);
+    /* batchcount from SLAB's limit (60 of 120); the array holds at most
+     * CPU_ARRAY_MAX (117) of the 120, and says so. */
+    c->batch = (limit + 1) / 2;
+    c->array_cap = limit < CPU_ARRAY_MAX ? limit : CPU_ARRAY_MAX;
     c->array_max = c->array_cap;  /* SLAB's limit is fixed */
-    c->batch = (c->array_cap + 1) / 2;
     k->shared = sk_opt.barn && c->size <= SK_PAGE_SIZE && cpu_nr_ids > 1 ? 8 : 0;
     if (k->shared * c->batch > SLAB_BARN_MAX)
         k->shared = SLAB_BARN_MAX / c->batch;

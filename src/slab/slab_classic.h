@@ -1,6 +1,6 @@
 /*
  * slab_classic.h — SLAB, the kernel's slab allocator before SLUB replaced it
- * (mm/slab.c of 3.13/3.14), as a mode of a slab cache (allocator=slab).
+ * (mm/slab.c of 3.12/3.13), as a mode of a slab cache (allocator=slab).
  *
  * It shares the per-CPU object arrays (src/cpu: SLAB's array_cache) and the
  * node's barn (SLAB's shared array) with SLUB, and so the fast paths; it
@@ -8,8 +8,8 @@
  * cache->mode.  Data structures (docs/slab.md):
  *   node lists   full, partial and free slabs, under list_lock, with
  *                free_objects and free_limit (struct slab_classic_node)
- *   struct slab  SLAB's 40-byte slab descriptor: list, s_mem, the head page,
- *                active objects, first free index.  slab_mgmt=onslab: at the
+ *   struct slab  SLAB's slab descriptor (3.12: 48 bytes with its padding): list,
+ *                s_mem, the head page, active objects, first free index, node.  slab_mgmt=onslab: at the
  *                head of the slab (after the colour), followed by the index
  *                array; slab_mgmt=page: the same fields laid over the page
  *                descriptor (struct sk_page), the index array alone at the
@@ -74,6 +74,9 @@ bool slab_classic_slab_has_free(struct slab_cache *c, void *obj);
 /* slab_cache_info's per-node part: free objects on slabs, empty slabs. */
 void slab_classic_node_info(struct slab_cache *c, struct slab_node *n, struct sk_cache_info *info,
                             unsigned long *free_objs, unsigned long *empty_slabs);
+/* Fork child: the refill and flush scratch arrays' locks (what a held one
+ * carried leaks). */
+void slab_classic_atfork_child(void);
 /* Fork child: a node whose list_lock was held loses its lists (leaked). */
 void slab_classic_abandon_node(struct slab_node *n);
 
