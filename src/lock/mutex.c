@@ -387,7 +387,7 @@ static SK_NOINLINE void mutex_lock_slow(sk_mutex_t *m)
                 goto owned;
             continue;
         }
-        if (woken && mutex_handoff_due(m, s, start) && mutex_handoff_wait(m))
+        if (woken && sk_opt.mutex_handoff && mutex_handoff_due(m, s, start) && mutex_handoff_wait(m))
             goto owned;
         if (!(s & MUTEX_SLEEPERS)) {
             if (!CAS(&m->state, &s, s | MUTEX_SLEEPERS))
@@ -397,8 +397,9 @@ static SK_NOINLINE void mutex_lock_slow(sk_mutex_t *m)
         mutex_stat_inc(MUTEX_SLEEP);
         os_futex_wait(&m->state, s, -1);
         woken = true;
-        /* Like the kernel's first waiter: spin again before sleeping again. */
-        if (spin && mutex_spin(m, MUTEX_LOCKED | MUTEX_SLEEPERS))
+        /* Like the kernel's first waiter since 4.10: spin again before
+         * sleeping again (mutex_wake_spin=0: 3.15's waiter sleeps). */
+        if (spin && sk_opt.mutex_wake_spin && mutex_spin(m, MUTEX_LOCKED | MUTEX_SLEEPERS))
             goto owned;
     }
 owned:

@@ -4,11 +4,11 @@
  * the spinning before the kernel's 2014 series).  Private to src/lock:
  * tests and benches use mutex_internal.h, the layers above lock.h.
  *
- * Everything here is the same in both modes: the CPU id and owner tag,
- * the admission to spin (at most CPUs - 1 spinners, none while the owner
- * last ran on our CPU), the head spinner's stop rules and bounds, the
- * hand-off, the statistics.  What differs is how spinners queue and who
- * takes the wait lock (docs/mutex.md, "the mcs mode").
+ * The CPU id and owner tag, the head spinner's stop rules (its stand-ins
+ * for owner->on_cpu) and the statistics serve both modes; the admission to
+ * spin (at most CPUs - 1 spinners), the MUTEX_SPIN_MAX_NS bound and the
+ * hand-off only the default.  What else differs: how spinners queue and
+ * who takes the wait lock (docs/mutex.md, "the mcs mode").
  */
 #ifndef SK_MUTEX_IMPL_H
 #define SK_MUTEX_IMPL_H

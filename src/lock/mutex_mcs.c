@@ -32,13 +32,12 @@
  *      wait lock out of the unlock; here a woken spinner that got the
  *      mutex would then queue for the wait lock while owning it, to leave
  *      the sleepers (far from the seed's "before": docs/mutex.md).
- * Shared with the default, unchanged (mutex_impl.h): admission to spin (at
- * most CPUs - 1 spinners — the user-space stand-in for the kernel's
- * spinners running with preemption off, one per CPU — and none while the
- * owner last ran on our CPU), the head's stop rules and MUTEX_SPIN_MAX_NS
- * bound (counted from first becoming head: waiting in the queue is never
- * cut short), and the hand-off (a registered sleeper asks for it as in the
- * default; it waits for the grant outside the wait lock).
+ * Nothing else: none of the default's later additions (no hand-off, no
+ * cap of CPUs - 1 spinners, no MUTEX_SPIN_MAX_NS bound, no spin after a
+ * wake-up; 3.13 had none of them).  Shared with the default
+ * (mutex_impl.h): the head's stand-ins for owner->on_cpu, which a process
+ * cannot read: the owner last ran on our CPU, or one owner has held the
+ * mutex past MUTEX_SPIN_OWNER_NS (mutex_spin_on_owner).
  *
  * Invariants: registered = wait >> 1 counts the threads between the
  * registration in mutex_mcs_lock_slow and their leaving it; it changes only
@@ -118,44 +117,49 @@ static void mcs_unlock(void **tail, struct mcs_node *node)
     ST_REL(&next->locked, 1);
 }
 
-/* Try to take the mutex by spinning; lockval is the state to install. */
+/* 3.13's mutex_can_spin_on_owner: spin unless the owner is not running.
+ * The one sign of that a process can trust: it last ran on our CPU, where
+ * we run now.  No cap on spinners (3.13 had none: the MCS queue is what
+ * keeps them off the lock word). */
+static bool mcs_can_spin(const sk_mutex_t *m)
+{
+    uint32_t c = LD(&m->owner) & MUTEX_OWNER_CPU_MASK;
+    if (c && c == owner_cpu_tag(mutex_cpu()) && LD(&m->state) != 0) {
+        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
+        return false;
+    }
+    return true;
+}
+
+/* Try to take the mutex by spinning (3.13's loop in __mutex_lock_common):
+ * queue, spin as head while the owner seems to run, try the lock, leave
+ * the queue; again for each new owner.  No time bound: 3.13 stopped on
+ * need_resched(), which a process cannot read (the scheduler preempts a
+ * spinner at the same moment instead); the owner's window
+ * (MUTEX_SPIN_OWNER_NS, mutex_spin_on_owner) stands for owner->on_cpu. */
 static bool mcs_spin(sk_mutex_t *m, uint32_t lockval)
 {
-    if (!mutex_spin_begin(m))
+    if (!mcs_can_spin(m))
         return false;
     struct mcs_node node;
     uint32_t last = LD(&m->owner);
-    uint64_t deadline = 0;
     enum mutex_owner_spin r;
     do {
         mcs_lock(&m->osq, &node);
-        if (!deadline)
-            deadline = os_now_ns() + MUTEX_SPIN_MAX_NS;
-        r = mutex_spin_on_owner(m, lockval, &last, 0, deadline);
+        r = mutex_spin_on_owner(m, lockval, &last, 0, UINT64_MAX);
         mcs_unlock(&m->osq, &node);
     } while (r == MUTEX_SPIN_NEW_OWNER);
-    mutex_spin_end(m, r == MUTEX_SPIN_GOT);
+    mutex_stat_inc(r == MUTEX_SPIN_GOT ? MUTEX_SPIN_ACQUIRED : MUTEX_SPIN_FAILED);
     return r == MUTEX_SPIN_GOT;
 }
 
 /* ---- sleeping and unlocking under the wait lock ---------------------------- */
-
-/* We own the mutex with SLEEPERS set and hold the wait lock; leave the
- * sleepers (`registered` includes us). */
-static void leave_owning(sk_mutex_t *m, uint32_t registered)
-{
-    if (--registered == 0)   /* no one else to wake: unlock may take the fast path */
-        __atomic_fetch_and(&m->state, ~MUTEX_SLEEPERS, __ATOMIC_RELAXED);
-    wait_unlock(m, registered);
-}
 
 void mutex_mcs_lock_slow(sk_mutex_t *m)
 {
     if (mcs_spin(m, MUTEX_LOCKED))
         return;
 
-    uint64_t start = os_now_ns();
-    bool woken = false;
     uint32_t n = wait_lock(m) + 1;   /* register (3.13: list_add_tail) */
     for (;;) {
         uint32_t s = LD(&m->state);
@@ -163,17 +167,6 @@ void mutex_mcs_lock_slow(sk_mutex_t *m)
             /* Others registered: keep SLEEPERS so our unlock wakes one. */
             if (CAS(&m->state, &s, n > 1 ? MUTEX_LOCKED | MUTEX_SLEEPERS : MUTEX_LOCKED)) {
                 wait_unlock(m, n - 1);
-                return;
-            }
-            continue;
-        }
-        if (woken && mutex_handoff_due(m, s, start)) {
-            /* The token wait sleeps: not under the wait lock. */
-            wait_unlock(m, n);
-            bool granted = mutex_handoff_wait(m);
-            n = wait_lock(m);
-            if (granted) {
-                leave_owning(m, n);
                 return;
             }
             continue;
@@ -186,7 +179,6 @@ void mutex_mcs_lock_slow(sk_mutex_t *m)
         wait_unlock(m, n);
         mutex_stat_inc(MUTEX_SLEEP);
         os_futex_wait(&m->state, s, -1);
-        woken = true;
         /* As 3.13: a woken waiter tries the mutex under the wait lock and
          * does not spin again first (that came in 2016, after the unlock
          * had left the wait lock: here the spinner, once owner, would
@@ -198,19 +190,10 @@ void mutex_mcs_lock_slow(sk_mutex_t *m)
 void mutex_mcs_unlock_slow(sk_mutex_t *m, uint32_t s)
 {
     uint32_t n = wait_lock(m);
-    for (;;) {
-        if (s & MUTEX_HANDOFF) {
-            /* Only the owner clears HANDOFF; LOCKED and SLEEPERS stay. */
-            __atomic_fetch_and(&m->state, ~MUTEX_HANDOFF, __ATOMIC_RELAXED);
-            ST_REL(&m->handoff, MUTEX_HANDOFF_GRANTED);
-            os_futex_wake(&m->handoff, 1);
-            break;
-        }
-        if (__atomic_compare_exchange_n(&m->state, &s, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-            if (n)   /* 3.13: wake the first waiter if the list is not empty */
-                os_futex_wake(&m->state, 1);
-            break;
-        }
-    }
+    /* No hand-off here (3.13 had none): only SLEEPERS sends an unlock here. */
+    while (!__atomic_compare_exchange_n(&m->state, &s, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
+    if (n)   /* 3.13: wake the first waiter if the list is not empty */
+        os_futex_wake(&m->state, 1);
     wait_unlock(m, n);
 }

@@ -28,6 +28,7 @@
     .allocator = SK_ALLOC_SLUB, .slab_mgmt = SK_SLAB_MGMT_PAGE, .pcp = 1,  \
     .slice_mask_cache = 1, .cpu_partial = -1, .barn = 1, .remote_free = 1, \
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
+    .mutex_handoff = 1, .mutex_wake_spin = 1,                              \
     .decay_ms = 500, .dirty_max_mb = -1, .background = 1,                  \
     .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
     .failslab_interval = 1, .failslab_times = -1, .failslab_ignore_wait = 1, \
@@ -85,6 +86,7 @@ static bool no_kfence(void) { return !sk_opt.kfence; }
 static bool no_debug(void) { return !sk_opt.debug; }
 static bool no_shmem_limit(void) { return !sk_opt.shmem_limit_mb; }
 static bool no_failslab(void) { return !sk_opt.failslab; }
+static bool not_mutex_spin_on(void) { return sk_opt.mutex_spin != MUTEX_SPIN_ON; }
 
 #define NUM(k, lo, hi, words, help) OPT_NUM, &sk_opt.k, NULL, lo, hi, words, help
 static const struct option_def defs[] = {
@@ -114,6 +116,12 @@ static const struct option_def defs[] = {
     { "mutex_spin", NUM(mutex_spin, 0, 1, mutex_spin_words,
       "sk_mutex waiters spin: 1 in the cancellable MCS queue (2014), mcs in the queue before it, 0 never"),
       NULL, NULL },
+    { "mutex_handoff", NUM(mutex_handoff, 0, 1, NULL,
+      "a waiter starved 1 ms gets the mutex handed to it (Linux 4.10, after seed 004's 3.15; 0: barging only)"),
+      not_mutex_spin_on, "mutex_spin=1" },
+    { "mutex_wake_spin", NUM(mutex_wake_spin, 0, 1, NULL,
+      "a woken waiter spins again before it sleeps again (Linux 4.10, after seed 004's 3.15; 0: it sleeps)"),
+      not_mutex_spin_on, "mutex_spin=1" },
     { "huge_slices", NUM(huge_slices, 0, 1, NULL,
       "dense memory in 2 MiB huge-page slices (0: 4 KiB pages only; each 2 MiB fault zeroes its page at once)"),
       NULL, NULL },

@@ -226,6 +226,8 @@ struct sk_options {
     long remote_free;
     long sheaves;
     long mutex_spin;         /* MUTEX_SPIN_OFF, _ON or _MCS */
+    long mutex_handoff;      /* the default's additions of 2016 (docs/mutex.md) */
+    long mutex_wake_spin;
     long huge_slices;
     long slabinfo_at_exit;
     char slabinfo_file[256];

@@ -9,7 +9,10 @@
  *     (busy work, sched_yield, sleeps), by lock or by trylock loops.
  *  3. Hand-off: a holder keeps the mutex 2 ms at a time and retakes it at
  *     once; a victim blocked on it must get it within a few of the
- *     holder's rounds (it starves forever without the hand-off).
+ *     holder's rounds (it starves forever without the hand-off).  Not in
+ *     mutex_spin=mcs, 3.13's mutex, which had no hand-off, nor with
+ *     mutex_handoff=0: there the holder stops after 50 rounds, and no
+ *     hand-off may have happened.
  *
  * A watchdog thread fails the test if overall progress stops for 5 s or
  * any single thread has waited for a mutex for 5 s.  Each part runs with
@@ -212,10 +215,13 @@ static long churn(double seconds, unsigned seed)
 
 static int holder_rounds, holder_stop, victim_round = -1;
 
+static int holder_max;   /* stop after this many rounds (0: when told) */
+
 static void *holder(void *arg)
 {
     (void)arg;
-    while (!__atomic_load_n(&holder_stop, __ATOMIC_ACQUIRE)) {
+    while (!__atomic_load_n(&holder_stop, __ATOMIC_ACQUIRE) &&
+           (!holder_max || __atomic_load_n(&holder_rounds, __ATOMIC_RELAXED) < holder_max)) {
         sk_mutex_lock(&mx[1]);
         __atomic_fetch_add(&holder_rounds, 1, __ATOMIC_RELAXED);
         struct timespec ts = { 0, 2000000 };
@@ -258,7 +264,7 @@ int main(void)
     for (int i = 0; i < 3; i++)
         sk_mutex_init(&mx[i]);
     os_options_init();
-    plan(13);
+    plan(14);
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog, NULL);
     unsigned long st0[MUTEX_STAT_NR], st1[MUTEX_STAT_NR];
@@ -292,18 +298,34 @@ int main(void)
         snprintf(phase_buf[i][2], sizeof phase_buf[i][2], "handoff, mutex_spin=%s", mode);
         phase = phase_buf[i][2];
         lock_mutex_stats(st0);
+        holder_max = modes[i] == MUTEX_SPIN_MCS ? 50 : 0;
         int worst = -1;
-        for (int v = 0; v < 5; v++) {
+        for (int v = 0; v < (holder_max ? 2 : 5); v++) {
             int r = handoff_rounds();
             if (r < 0 || r > worst)
                 worst = r < 0 ? 1000 : r;
         }
         lock_mutex_stats(st1);
-        ok(worst <= 20, "mutex_spin=%s: victims of a 2 ms barging holder get the mutex within "
-           "%d of its rounds (bound 20)", mode, worst);
-        diag("mutex_spin=%s: %lu hand-offs in this phase", mode,
-             st1[MUTEX_HANDOFF_DONE] - st0[MUTEX_HANDOFF_DONE]);
+        unsigned long handoffs = st1[MUTEX_HANDOFF_DONE] - st0[MUTEX_HANDOFF_DONE];
+        if (holder_max)
+            is(handoffs, 0, "mutex_spin=mcs: no hand-off, as in 3.13 (victims waited up to %d of the holder's "
+               "%d rounds)", worst, holder_max);
+        else
+            ok(worst <= 20, "mutex_spin=%s: victims of a 2 ms barging holder get the mutex within "
+               "%d of its rounds (bound 20)", mode, worst);
+        diag("mutex_spin=%s: %lu hand-offs in this phase", mode, handoffs);
     }
+    /* The default with its 2016 addition switched off. */
+    sk_opt.mutex_spin = MUTEX_SPIN_ON;
+    sk_opt.mutex_handoff = 0;
+    phase = "handoff, mutex_handoff=0";
+    holder_max = 50;
+    lock_mutex_stats(st0);
+    int waited = handoff_rounds();
+    lock_mutex_stats(st1);
+    is(st1[MUTEX_HANDOFF_DONE] - st0[MUTEX_HANDOFF_DONE], 0,
+       "mutex_handoff=0: no hand-off (the victim waited %d of the holder's 50 rounds)", waited);
+    sk_opt.mutex_handoff = 1;
     __atomic_store_n(&watchdog_stop, 1, __ATOMIC_RELEASE);
     pthread_join(wd, NULL);
     lock_mutex_stats(st1);
