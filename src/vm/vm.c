@@ -7,7 +7,7 @@
  * (free, base-size, huge-size), the powerpc slice series' cached masks: a
  * request reads the masks, a slice change updates them, and nothing
  * recomputes them per request unless slice_mask_cache=0 asks for the old
- * way.  Regions grow geometrically (16 slices, then as many as the arena
+ * way (on the request's stack, as the series' before did).  Regions grow geometrically (16 slices, then as many as the arena
  * already holds, up to VM_REGION_SLICES), and a reservation the OS refuses
  * is retried at exactly the size needed, so RLIMIT_AS still ends in ENOMEM
  * where it did before.  Runs longer than a region bypass the arena (one
@@ -83,7 +83,6 @@ struct vm_region {
     uint32_t nr;                   /* slices in the region, <= VM_REGION_SLICES */
     uint32_t nr_free;
     struct vm_masks cached;        /* kept up to date on every change */
-    struct vm_masks scratch;       /* slice_mask_cache=0: rebuilt per request */
     uint8_t state[VM_REGION_SLICES];
 };
 
@@ -195,20 +194,51 @@ static long run_find(const struct vm_masks *m, uint32_t nr, unsigned psize, int 
     return -1;
 }
 
+/*
+ * slice_mask_cache=0, seed 002's before: no mask is kept, and every
+ * request computes a region's free and page-size masks from its state
+ * bytes into a struct vm_masks on its own stack (384 bytes: the frame the
+ * seed's series cut from 656 to 320 bytes held four such masks), with no
+ * cached count of free slices either.  Each region's masks are computed
+ * once a request: one sweep keeps, per region, the lowest pass that fits,
+ * which picks the same slices as arena_claim's pass-major order.
+ * Not inlined: its frame is its own, for checkstack.
+ */
+static SK_NOINLINE long arena_claim_uncached(unsigned psize, uint32_t n, uint32_t *first)
+{
+    struct vm_masks m;
+    long best = -1;
+    int best_pass = 3;
+    for (uint32_t ri = 0; ri < vm_nr_regions && best_pass > 0; ri++) {
+        const struct vm_region *r = vm_regions[ri];
+        masks_compute(r, &m);
+        for (int pass = 0; pass < best_pass; pass++) {
+            long i = run_find(&m, r->nr, psize, pass, n);
+            if (i >= 0) {
+                best = ri;
+                best_pass = pass;
+                *first = (uint32_t)i;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
 /* Find and claim n free slices of psize (vm_lock held).  Returns the
- * region index, with *first set, or -1 when no region has room. */
+ * region index, with *first set, or -1 when no region has room.  Reads
+ * the cached masks (the seed's after; slabkit caches the free mask and
+ * count too, where the kernel's after cached the page-size masks only). */
 static long arena_claim(unsigned psize, uint32_t n, uint32_t *first)
 {
-    bool cached = sk_opt.slice_mask_cache != 0;
-    if (!cached)
-        for (uint32_t r = 0; r < vm_nr_regions; r++)
-            masks_compute(vm_regions[r], &vm_regions[r]->scratch);
+    if (!sk_opt.slice_mask_cache)
+        return arena_claim_uncached(psize, n, first);
     for (int pass = 0; pass < 3; pass++)
         for (uint32_t ri = 0; ri < vm_nr_regions; ri++) {
             struct vm_region *r = vm_regions[ri];
             if (r->nr_free < n)
                 continue;
-            long i = run_find(cached ? &r->cached : &r->scratch, r->nr, psize, pass, n);
+            long i = run_find(&r->cached, r->nr, psize, pass, n);
             if (i >= 0) {
                 *first = (uint32_t)i;
                 return ri;
@@ -929,11 +959,12 @@ size_t vm_arena_bytes(void)
 long vm_check_masks(void)
 {
     long bad = 0;
+    struct vm_masks fresh;
     spin_lock(&vm_lock);
     for (uint32_t ri = 0; ri < vm_nr_regions; ri++) {
         struct vm_region *r = vm_regions[ri];
-        masks_compute(r, &r->scratch);
-        const uint64_t *a = (const uint64_t *)&r->cached, *b = (const uint64_t *)&r->scratch;
+        masks_compute(r, &fresh);
+        const uint64_t *a = (const uint64_t *)&r->cached, *b = (const uint64_t *)&fresh;
         for (size_t w = 0; w < sizeof(struct vm_masks) / sizeof(uint64_t); w++)
             bad += a[w] != b[w];
         uint32_t nfree = 0;
