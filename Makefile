@@ -178,6 +178,18 @@ $(B)/tests/%: tests/%.c $(wildcard tests/*.h tests/*/*.h) $(B)/libslabkit_intern
 	@mkdir -p $(dir $@)
 	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(TEST_LIB) -lm -Wl,--sort-section=name $(TEST_LDFLAGS)
 
+# tests/shmem/locked_ops counts the shmem layer's locked page-flag updates:
+# it links that layer compiled again with the counting hook (shmem.h),
+# ahead of the library, whose own shmem objects it then leaves out.
+SHMEM_COUNT_OBJ := $(patsubst %.c,$(B)/count/obj/%.o,$(wildcard src/shmem/*.c))
+$(B)/count/obj/%.o: %.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) -DSK_SHMEM_COUNT_LOCKED=1 -c $< -o $@
+$(B)/tests/shmem/locked_ops: tests/shmem/locked_ops.c $(SHMEM_COUNT_OBJ) $(wildcard tests/*.h tests/*/*.h) \
+                             $(B)/libslabkit_internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(PROGCFLAGS) -Itests -o $@ $< $(SHMEM_COUNT_OBJ) $(TEST_LIB) -lm $(TEST_LDFLAGS)
+
 $(B)/tests/%: tests/%.cc $(B)/libslabkit.so
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -fsized-deallocation -O2 -g -Wall -Wextra -Werror -pthread -Iinclude -o $@ $<

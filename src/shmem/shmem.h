@@ -32,12 +32,24 @@
 
 /* ---- page flags: atomic (the page is visible) and plain (it is not) ---- */
 
+/* tests/shmem/locked_ops builds this layer a second time with
+ * SK_SHMEM_COUNT_LOCKED, to count the locked flag updates each
+ * page_microopt setting makes; the library itself never counts. */
+#ifdef SK_SHMEM_COUNT_LOCKED
+extern __thread unsigned long shmem_locked_flag_ops;
+#define shmem_count_locked() (shmem_locked_flag_ops++)
+#else
+#define shmem_count_locked() ((void)0)
+#endif
+
 static inline void pg_flag_set(struct sk_page *pg, uint32_t f)
 {
+    shmem_count_locked();
     __atomic_fetch_or(&pg->flags, f, __ATOMIC_RELAXED);    /* lock or */
 }
 static inline void pg_flag_clear(struct sk_page *pg, uint32_t f)
 {
+    shmem_count_locked();
     __atomic_fetch_and(&pg->flags, ~f, __ATOMIC_RELAXED);  /* lock and */
 }
 /* Plain read-modify-write (the kernel's __SetPageX): two movs and an or,
