@@ -243,6 +243,19 @@ int main(void)
     sk_opt = defaults;
     is(parse_capture("sheaves=0,array_size=8"), 1, "array_size with sheaves=0: one warning");
     sk_opt = defaults;
+    /* Each seed's before switch, where the mode set beside it ignores it. */
+    is(parse_capture("allocator=slab,cpu_partial=0"), 1, "cpu_partial under allocator=slab: one warning");
+    ok(strstr(captured, "cpu_partial does nothing without allocator=slub") != NULL, "  naming what it needs");
+    sk_opt = defaults;
+    is(parse_capture("allocator=slab,sheaves=0"), 1, "sheaves under allocator=slab: one warning");
+    sk_opt = defaults;
+    is(parse_capture("mutex_spin=mcs,mutex_handoff=0,mutex_wake_spin=0"), 2,
+       "mutex_handoff and mutex_wake_spin under mutex_spin=mcs: two warnings");
+    ok(strstr(captured, "mutex_handoff does nothing without mutex_spin=1") != NULL, "  naming what it needs");
+    sk_opt = defaults;
+    is(parse_capture("mutex_handoff=0,mutex_wake_spin=0"), 0, "the same in the default: none");
+    ok(sk_opt.mutex_handoff == 0 && sk_opt.mutex_wake_spin == 0, "  applied");
+    sk_opt = defaults;
     is(parse_capture("leak_exitcode=23,debug_exitcode=7"), 0, "leak_exitcode and debug_exitcode accepted");
     ok(sk_opt.leak_exitcode == 23 && sk_opt.debug_exitcode == 7, "  applied");
     bad("leak_exitcode=256", 1, "for leak_exitcode (want 0..255)", "leak_exitcode past an exit status");
