@@ -4,9 +4,10 @@
  * mutex (and, every eighth time, a second counter under a nested mutex),
  * in each spinning mode: on (the cancellable queue), mcs (the queue a
  * spinner cannot leave, unlock under the wait lock: mutex_mcs.c) and off.
- * On two CPUs at most one thread spins per mutex, so the spin queues are
- * also run with 8 spinners allowed: queues of several spinners, preempted
- * ones among them (the mcs queue waits them out, the default leaves).
+ * On two CPUs the default lets at most one thread spin per mutex, so it
+ * is also run with 8 spinners allowed: queues of several spinners,
+ * preempted ones among them, which it leaves; mcs mode (3.13) has no cap,
+ * so its queue holds several spinners in every run and waits them out.
  * A race shows up as a lost increment, a broken ring, or two threads
  * inside at once; a lost wake-up or a broken queue as a hang.
  *
