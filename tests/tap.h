@@ -185,4 +185,45 @@ static inline int tap_child_report(void (*fn)(void), char *buf, size_t len, int 
         buf[strcspn(buf, "\n")] = 0;
     return st;
 }
+
+/* A test whose checks run once per mode, each in a fresh process with
+ * SLABKIT_OPTIONS set to the mode ("default": unset): options are read
+ * once, at start-up.  main(argc, argv) returns tap_modes(...): the parent
+ * plans the sum of per[], re-executes this program per mode and numbers on
+ * after each child's per[m] checks; a child (argv[1] "--mode") runs
+ * child(mode) with the numbering carried over and returns its status. */
+static inline int tap_modes(int argc, char **argv, const char *const *modes, const int *per, int n,
+                            int (*child)(const char *mode))
+{
+    if (argc > 3 && !strcmp(argv[1], "--mode")) {
+        tap_n = atoi(argv[3]);
+        tap_planned = 1;      /* the parent printed the plan */
+        return child(argv[2]);
+    }
+    int total = 0;
+    for (int m = 0; m < n; m++)
+        total += per[m];
+    plan(total);
+    for (int m = 0; m < n; m++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char nbuf[16];
+            snprintf(nbuf, sizeof nbuf, "%d", tap_n);
+            if (strcmp(modes[m], "default"))
+                setenv("SLABKIT_OPTIONS", modes[m], 1);
+            else
+                unsetenv("SLABKIT_OPTIONS");
+            execl("/proc/self/exe", argv[0], "--mode", modes[m], nbuf, (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) == 127)
+            BAIL("mode %s: child status %#x", modes[m], st);
+        if (WEXITSTATUS(st))
+            tap_failed++;
+        tap_n += per[m];
+    }
+    return tap_failed ? 1 : 0;
+}
 #endif

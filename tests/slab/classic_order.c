@@ -78,30 +78,7 @@ static int child(const char *mode)
 
 int main(int argc, char **argv)
 {
-    if (argc > 3 && !strcmp(argv[1], "--mode")) {
-        tap_n = atoi(argv[3]);
-        tap_planned = 1;
-        return child(argv[2]);
-    }
     static const char *const modes[] = { "allocator=slab,slab_mgmt=onslab", "allocator=slab,slab_mgmt=page" };
-    plan(8);
-    for (unsigned m = 0; m < 2; m++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            char nbuf[16];
-            snprintf(nbuf, sizeof nbuf, "%d", tap_n);
-            setenv("SLABKIT_OPTIONS", modes[m], 1);
-            execl("/proc/self/exe", argv[0], "--mode", modes[m], nbuf, (char *)NULL);
-            _exit(127);
-        }
-        int st;
-        waitpid(pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) == 127)
-            BAIL("mode %s: child status %#x", modes[m], st);
-        if (WEXITSTATUS(st))
-            tap_failed++;
-        tap_n += 4;
-    }
-    return tap_failed ? 1 : 0;
+    static const int per[] = { 4, 4 };
+    return tap_modes(argc, argv, modes, per, 2, child);
 }

@@ -120,33 +120,7 @@ static int child(const char *mode)
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 && !strcmp(argv[1], "--mode")) {
-        tap_n = atoi(argv[3]);
-        tap_planned = 1;      /* the parent printed the plan */
-        return child(argv[2]);
-    }
     static const char *const modes[] = { "sheaves=0", "sheaves=0,cpu_partial=0", "default" };
-    plan(11);
-    for (unsigned m = 0; m < 3; m++) {
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            char nbuf[16];
-            snprintf(nbuf, sizeof nbuf, "%d", tap_n);
-            if (strcmp(modes[m], "default"))
-                setenv("SLABKIT_OPTIONS", modes[m], 1);
-            else
-                unsetenv("SLABKIT_OPTIONS");
-            execl("/proc/self/exe", argv[0], "--mode", modes[m], nbuf, (char *)NULL);
-            _exit(127);
-        }
-        int st;
-        waitpid(pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) == 127)
-            BAIL("mode %s: child status %#x", modes[m], st);
-        if (WEXITSTATUS(st))
-            tap_failed++;
-        tap_n += m == 0 ? 5 : m == 1 ? 4 : 2;
-    }
-    return tap_failed ? 1 : 0;
+    static const int per[] = { 5, 4, 2 };
+    return tap_modes(argc, argv, modes, per, 3, child);
 }
