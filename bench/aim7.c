@@ -27,7 +27,9 @@
  * other mutexes; the worst time any waiter waited for a mutex;
  * results/aim7.txt and results/aim7.png.
  *
- *   aim7 [--quick] [--runs N] [--users 10,100,1000] [--jobs N]
+ *   aim7 [--quick] [--runs N] [--users 10,100,1000] [--jobs N] [--after OPTS]
+ *   --after: options added to the default's (the seed's after), e.g.
+ *   mutex_handoff=0,mutex_wake_spin=0 for 3.15 without the 2016 additions.
  *   quick: 6 user counts (two per range), 5 runs, 40000 jobs per run
  *   (about a minute on 2 idle CPUs); full: 24 user counts, 5 runs, 200000
  *   jobs per run.
@@ -52,7 +54,10 @@ enum { V_SK, V_SK_MCS, V_SK_NOSPIN, V_PT, V_PT_ADAPTIVE, NVAR };
 static const char *const var_name[NVAR] = {
     "sk_mutex", "sk_mutex mcs", "sk_mutex spin=0", "pthread", "pthread adaptive",
 };
-static const char *const var_option[V_PT] = { "mutex_spin=1", "mutex_spin=mcs", "mutex_spin=0" };
+/* The after's options: mutex_spin=1, plus what --after adds (the default's
+ * later additions switched off, to compare 3.15 itself with 3.13). */
+static char after_option[160] = "mutex_spin=1";
+static const char *var_option[V_PT] = { after_option, "mutex_spin=mcs", "mutex_spin=0" };
 static const long var_mode[V_PT] = { MUTEX_SPIN_ON, MUTEX_SPIN_MCS, MUTEX_SPIN_OFF };
 enum { W_FSERVER, W_HIGH_SYSTIME, NWL };
 static const char *const wl_name[NWL] = { "fserver", "high_systime" };
@@ -435,7 +440,8 @@ static void report(FILE *f, int quick)
 {
     fprintf(f, "aim7 analogue (%s mode): %d runs per point, variants interleaved, medians; "
             "%ld jobs per run split over the users\n", quick ? "quick" : "full", runs, total_jobs);
-    fprintf(f, "machine: %ld CPUs online\n\n", sysconf(_SC_NPROCESSORS_ONLN));
+    fprintf(f, "machine: %ld CPUs online; sk_mutex (after) runs with %s\n\n", sysconf(_SC_NPROCESSORS_ONLN),
+            after_option);
     for (int w = 0; w < NWL; w++) {
         fprintf(f, "%s: jobs per minute (median; noise = run-to-run stddev/median of sk_mutex and sk_mutex mcs)\n",
                 wl_name[w]);
@@ -529,8 +535,10 @@ int main(int argc, char **argv)
             ulist = argv[++i];
         else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
             total_jobs = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--after") && i + 1 < argc)
+            snprintf(after_option, sizeof after_option, "mutex_spin=1,%s", argv[++i]);
         else {
-            fprintf(stderr, "usage: aim7 [--quick] [--runs N] [--users 10,100,...] [--jobs N]\n");
+            fprintf(stderr, "usage: aim7 [--quick] [--runs N] [--users 10,100,...] [--jobs N] [--after OPTS]\n");
             return 2;
         }
     }
