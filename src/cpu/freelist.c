@@ -46,7 +46,10 @@ bool cpu_fl_push_locked(void *base, uintptr_t ofs, uintptr_t rnd, void *obj, con
     struct cpu_freelist *f = lock_slot(base);
     if (!f)
         return false;
-    bool ok = f->owner == owner;
+    /* The owner changes under the slab layer's lock, not this one: a
+     * stale read only lets an object join the list of a slab's former
+     * owner, which the lists allow (docs/slub2011.md). */
+    bool ok = __atomic_load_n(&f->owner, __ATOMIC_RELAXED) == owner;
     if (ok) {
         cpu_fl_link(obj, ofs, rnd, f->head);
         __atomic_store_n(&f->head, obj, __ATOMIC_RELAXED);

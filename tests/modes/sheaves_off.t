@@ -10,6 +10,8 @@
 #     count per-CPU arrays, which sheaves=0 has none of);
 #   - stress_cross_cpu under sheaves=0 with rseq off (the freelists' lock
 #     fallback) and with membarrier denied (shrink visits each CPU);
+#   - the ThreadSanitizer build of stress_cross_cpu under both settings
+#     (rseq off), when built;
 #   - sqlite3 (when installed) under LD_PRELOAD with sheaves=0 builds,
 #     indexes and queries a table and gets the known answers.
 # One TAP line per run; a failing run shows the tail of its output.
@@ -25,7 +27,10 @@ sq=0
 command -v sqlite3 >/dev/null 2>&1 && [ -f "$B/libslabkit.so" ] && sq=1
 gapi=0
 [ -x "$M/glibc_api" ] && gapi=2
-echo "1..$(($(echo $bins | wc -w) * 2 + extra + sq + gapi))"
+TS=$B/tsan/tests/slab/stress_cross_cpu
+ts=0
+[ -x "$TS" ] && ts=2
+echo "1..$(($(echo $bins | wc -w) * 2 + extra + sq + gapi + ts))"
 
 for opts in sheaves=0 sheaves=0,cpu_partial=0; do
     for f in $bins; do
@@ -48,6 +53,15 @@ if [ $extra = 2 ]; then
         env SLABKIT_OPTIONS=sheaves=0 GLIBC_TUNABLES=glibc.pthread.rseq=0 "$S/stress_cross_cpu"
     check "slab/stress_cross_cpu with sheaves=0 and membarrier denied" -e "sheaves=0" -- \
         env SLABKIT_OPTIONS=sheaves=0 SK_TEST_DENY_MEMBARRIER=1 "$S/stress_cross_cpu"
+fi
+
+# The ThreadSanitizer build (the lock fallback): the per-CPU freelists'
+# lock paths and the 3.1-sized partial lists, under both settings.
+if [ $ts = 2 ]; then
+    for opts in sheaves=0 sheaves=0,cpu_partial=0; do
+        check "ThreadSanitizer stress_cross_cpu with $opts" -- \
+            env SLABKIT_OPTIONS=$opts GLIBC_TUNABLES=glibc.pthread.rseq=0 TSAN_OPTIONS=halt_on_error=1 "$TS"
+    done
 fi
 
 if [ $sq = 1 ]; then
