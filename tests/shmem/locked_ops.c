@@ -16,6 +16,7 @@
  * more, the LRU add's SetPageLRU.  It fails if the switch is ignored.
  */
 #define _GNU_SOURCE
+#include "cpus.h"
 #include "tap.h"
 #include "slabkit.h"
 #include "shmem/shmem.h"
@@ -44,6 +45,10 @@ static unsigned long run(const char *name)
 int main(void)
 {
     plan(3);
+    /* One CPU: every page goes through this CPU's LRU add batch, which
+     * lru_add_drain empties, so each run counts the same updates. */
+    if (pin_first_cpu() < 0)
+        BAIL("cannot pin to a CPU");
     if (shmem_init() != 0)
         BAIL("shmem_init failed");
     run("warm-up");                  /* first-use work out of the count */

@@ -15,9 +15,9 @@
  * The SLUB flush order (the newest objects leave) fails the first check.
  */
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stdint.h>
 
+#include "cpus.h"
 #include "tap.h"
 #include "slabkit.h"
 
@@ -26,11 +26,8 @@
 
 static int child(const char *mode)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(sched_getcpu() < 0 ? 0 : sched_getcpu(), &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0)
-        BAIL("sched_setaffinity: %s", strerror(errno));
+    if (pin_first_cpu() < 0)
+        BAIL("cannot pin to a CPU");
     sk_cache_t *c = sk_cache_create("classic_order", 64, 0, 0, NULL);
     if (!c)
         BAIL("sk_cache_create: %s", strerror(errno));

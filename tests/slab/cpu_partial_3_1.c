@@ -18,23 +18,14 @@
  * It fails if the switch is ignored: the counts differ in each mode.
  */
 #define _GNU_SOURCE
-#include <sched.h>
 #include <stdint.h>
 
+#include "cpus.h"
 #include "tap.h"
 #include "slabkit.h"
 
 #define SLABS 80
 #define FREED 78
-
-static int pin_here(void)
-{
-    int cpu = sched_getcpu();
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu < 0 ? 0 : cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set);
-}
 
 /* Fill SLABS slabs, free one object of each of the first FREED; the
  * cache's counters after. */
@@ -91,8 +82,8 @@ static unsigned drains_3_1(unsigned cpu_partial)
 
 static int child(const char *mode)
 {
-    if (pin_here() != 0)
-        BAIL("sched_setaffinity: %s", strerror(errno));
+    if (pin_first_cpu() < 0)
+        BAIL("cannot pin to a CPU");
     struct sk_cache_info a, b;
     run("cp31_cache", &a, &b);
     unsigned long put = delta(&a, &b, SK_CPU_PARTIAL_FREE), drains = delta(&a, &b, SK_CPU_PARTIAL_DRAIN);
