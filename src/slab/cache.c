@@ -527,10 +527,15 @@ void slab_reap(unsigned long takes)
     reap_pass();
 }
 
-size_t slab_release_all(void)
+void slab_shrink_all(void)
 {
     if (slab_ready())
         slab_for_each_cache(shrink_one, NULL);
+}
+
+size_t slab_release_all(void)
+{
+    slab_shrink_all();
     return page_release_free(true);
 }
 

@@ -613,17 +613,10 @@ static void *aligned_any(size_t align, size_t size)
     return kmalloc_large(size < align ? align : size, align);
 }
 
-static void shrink_one(struct slab_cache *c, void *arg)
-{
-    (void)arg;
-    slab_shrink(c);
-}
-
 size_t sk_trim(void)
 {
     vm_check_underrun();
-    if (slab_ready())
-        slab_for_each_cache(shrink_one, NULL);
+    slab_shrink_all();
     size_t bytes = page_reclaim(0, true);    /* pages from sk_alloc_pages too */
     /* Wholly free slices go back whole, address space too (glibc's trim
      * shrinks the heap; a program's VmSize falls again).  An arena slice

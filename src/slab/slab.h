@@ -21,6 +21,9 @@
  * failed one built. */
 int slab_init(void);
 bool slab_ready(void);
+/* slab_shrink of every cache (a SLAB_TYPESAFE_BY_RCU one keeps what
+ * waits for a grace period); nothing before slab_init. */
+void slab_shrink_all(void);
 /* After an allocation failed: shrink every cache (per-CPU arrays, barns,
  * CPU partial lists, empty slabs) and give every wholly free slice back
  * to the OS (page_release_free); the caller then retries once.  Returns
