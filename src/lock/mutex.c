@@ -232,15 +232,24 @@ void lock_mutex_spin_limit(unsigned n)
     ST(&spin_limit_plus1, n ? n + 1 : 0);
 }
 
-bool mutex_spin_begin(sk_mutex_t *m)
+bool mutex_may_spin(const sk_mutex_t *m)
 {
-    uint32_t o = LD(&m->owner);
-    uint32_t c = o & MUTEX_OWNER_CPU_MASK;
-    unsigned limit = spin_limit();
-    if (!limit || (c && c == owner_cpu_tag(mutex_cpu()) && LD(&m->state) != 0)) {
+    if (mutex_owner_ran_here(LD(&m->owner)) && LD(&m->state) != 0) {
         mutex_stat_inc(MUTEX_SPIN_SKIPPED);
         return false;
     }
+    return true;
+}
+
+bool mutex_spin_begin(sk_mutex_t *m)
+{
+    unsigned limit = spin_limit();
+    if (!limit) {
+        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
+        return false;
+    }
+    if (!mutex_may_spin(m))
+        return false;
     if (__atomic_fetch_add(&m->spinners, 1, __ATOMIC_RELAXED) >= limit) {
         __atomic_fetch_sub(&m->spinners, 1, __ATOMIC_RELAXED);
         mutex_stat_inc(MUTEX_SPIN_SKIPPED);
@@ -270,8 +279,7 @@ enum mutex_owner_spin mutex_spin_on_owner(sk_mutex_t *m, uint32_t lockval, uint3
         uint32_t o = LD(&m->owner);
         if (o != *last) {              /* progress: a new owner, a new window */
             *last = o;
-            uint32_t c = o & MUTEX_OWNER_CPU_MASK;
-            if (c && c == owner_cpu_tag(mutex_cpu()))
+            if (mutex_owner_ran_here(o))
                 return MUTEX_SPIN_STOP; /* it last ran here, and we run here */
             return MUTEX_SPIN_NEW_OWNER;
         }

@@ -45,6 +45,18 @@ static inline uint32_t owner_cpu_tag(int cpu)
 
 void mutex_stat_inc(enum mutex_stat item);
 
+/* Does owner word `o` say the owner last ran on the CPU we run on now?
+ * Then it is not running: the one sign of owner->on_cpu a process can
+ * trust (never with rseq off: the tag is 0). */
+static inline bool mutex_owner_ran_here(uint32_t o)
+{
+    uint32_t c = o & MUTEX_OWNER_CPU_MASK;
+    return c && c == owner_cpu_tag(mutex_cpu());
+}
+/* Both modes' admission to spin (3.13's mutex_can_spin_on_owner): false,
+ * counted as skipped, while the mutex is held by an owner that ran here. */
+bool mutex_may_spin(const sk_mutex_t *m);
+
 /* Admission to spin: false (counted as skipped) when spinning cannot pay;
  * true: the caller is counted in m->spinners until mutex_spin_end. */
 bool mutex_spin_begin(sk_mutex_t *m);

@@ -117,20 +117,6 @@ static void mcs_unlock(void **tail, struct mcs_node *node)
     ST_REL(&next->locked, 1);
 }
 
-/* 3.13's mutex_can_spin_on_owner: spin unless the owner is not running.
- * The one sign of that a process can trust: it last ran on our CPU, where
- * we run now.  No cap on spinners (3.13 had none: the MCS queue is what
- * keeps them off the lock word). */
-static bool mcs_can_spin(const sk_mutex_t *m)
-{
-    uint32_t c = LD(&m->owner) & MUTEX_OWNER_CPU_MASK;
-    if (c && c == owner_cpu_tag(mutex_cpu()) && LD(&m->state) != 0) {
-        mutex_stat_inc(MUTEX_SPIN_SKIPPED);
-        return false;
-    }
-    return true;
-}
-
 /* Try to take the mutex by spinning (3.13's loop in __mutex_lock_common):
  * queue, spin as head while the owner seems to run, try the lock, leave
  * the queue; again for each new owner.  No time bound: 3.13 stopped on
@@ -139,7 +125,9 @@ static bool mcs_can_spin(const sk_mutex_t *m)
  * (MUTEX_SPIN_OWNER_NS, mutex_spin_on_owner) stands for owner->on_cpu. */
 static bool mcs_spin(sk_mutex_t *m, uint32_t lockval)
 {
-    if (!mcs_can_spin(m))
+    /* mutex_may_spin alone: no cap on spinners (3.13 had none; the MCS
+     * queue is what keeps them off the lock word). */
+    if (!mutex_may_spin(m))
         return false;
     struct mcs_node node;
     uint32_t last = LD(&m->owner);
