@@ -453,21 +453,7 @@ static int setup(void)
     return 0;
 }
 
-static void *poll(size_t size, size_t align, const char *cache);
-
-void *kfence_poll(size_t size)
-{
-    return poll(size, 0, NULL);
-}
-
-void *kfence_poll_cache(const char *cache, size_t size, size_t align)
-{
-    if (size > KFENCE_MAX_SIZE || align > SK_PAGE_SIZE || SK_ALIGN_UP(size, align ? align : 1) > SK_PAGE_SIZE)
-        return NULL;
-    return poll(size, align ? align : 8, cache);
-}
-
-static void *poll(size_t size, size_t align, const char *cache)
+static void *sample(size_t size, size_t align, const char *cache)
 {
     int st = __atomic_load_n(&setup_state, __ATOMIC_ACQUIRE);
     if (unlikely(st != ST_READY)) {
@@ -496,6 +482,18 @@ static void *poll(size_t size, size_t align, const char *cache)
     kmalloc_tables_divert(false);
     __atomic_store_n(&arm_state, ARM_IDLE, __ATOMIC_RELEASE);
     return p;
+}
+
+void *kfence_poll(size_t size)
+{
+    return sample(size, 0, NULL);
+}
+
+void *kfence_poll_cache(const char *cache, size_t size, size_t align)
+{
+    if (size > KFENCE_MAX_SIZE || align > SK_PAGE_SIZE || SK_ALIGN_UP(size, align ? align : 1) > SK_PAGE_SIZE)
+        return NULL;
+    return sample(size, align ? align : 8, cache);
 }
 
 void kfence_atfork_child(void)
