@@ -102,6 +102,30 @@ SK_API int sk_kfence_object(const void *p);
 /* Return free memory to the OS now (malloc_trim); bytes returned. */
 SK_API size_t sk_trim(void);
 
+/* ---- the memory budget (docs/design.md, "Memory budget") ---------------- */
+
+/* Memory slabkit holds (pages in use, free pages still resident, direct
+ * mappings) against a limit: mem_limit_mb, or the cgroup's memory limit.
+ * Below the low watermark of headroom (limit - charged) a background
+ * reclaimer gives memory back up to high; an allocation that would go
+ * below min reclaims first, and fails with ENOMEM if it cannot. */
+struct sk_mem_budget {
+    size_t limit;                   /* bytes; 0: no budget */
+    size_t min, low, high;          /* watermarks of headroom, bytes */
+    size_t charged;                 /* bytes charged now */
+    size_t direct;                  /* of which direct mappings */
+    unsigned long kswapd_wakes;     /* times headroom fell below low */
+    unsigned long kswapd_runs;      /* background reclaim passes */
+    size_t kswapd_reclaimed;        /* bytes they gave back */
+    unsigned long direct_reclaims;  /* allocations that reclaimed before going on */
+    size_t direct_reclaimed;        /* bytes they gave back */
+    unsigned long below_min;        /* allocations let below min (__GFP_HIGH, GFP_ATOMIC) */
+    unsigned long refused;          /* allocations refused: past their watermark */
+};
+SK_API void sk_mem_budget(struct sk_mem_budget *out);
+/* Set the limit in bytes (0: none), and with it the watermarks. */
+SK_API void sk_mem_budget_set(size_t bytes);
+
 /* ---- statistics --------------------------------------------------------- */
 
 /* /proc/slabinfo version 2.1, exactly. */

@@ -42,6 +42,23 @@ static void *failed(const char *call, const char *name, sk_gfp_t gfp, size_t siz
     return NULL;
 }
 
+/* The kernel's gfp_to_alloc_flags: the page allocator's context
+ * (page_alloc_ctx) for an allocation with gfp.  A reclaimer's own
+ * allocations keep its ALLOC_NO_WATERMARKS. */
+static inline unsigned gfp_alloc_ctx(sk_gfp_t gfp)
+{
+    unsigned f = page_alloc_ctx & PAGE_ALLOC_NO_WATERMARKS;
+    if (gfp & SK_GFP_HIGH)
+        f |= PAGE_ALLOC_HIGH;
+    if ((gfp & SK_GFP_ATOMIC_BIT) && !(gfp & SK_GFP_NOMEMALLOC))
+        f |= PAGE_ALLOC_HARDER;
+    if ((gfp & SK_GFP_MEMALLOC) && !(gfp & SK_GFP_NOMEMALLOC))
+        f |= PAGE_ALLOC_NO_WATERMARKS;
+    if (!(gfp & SK_GFP_DIRECT_RECLAIM))
+        f |= PAGE_ALLOC_NORECLAIM;
+    return f;
+}
+
 /* ---- caches ---- */
 
 sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned int align,
@@ -160,7 +177,7 @@ static void *cache_alloc(struct slab_cache *c, sk_gfp_t gfp)
     return obj;
 }
 
-void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
+static void *kmem_cache_alloc_gfp(sk_cache_t *cache, sk_gfp_t gfp)
 {
     struct slab_cache *c = (struct slab_cache *)cache;
     if (unlikely(cache_fails(c, gfp, 1, "kmem_cache_alloc"))) {
@@ -186,6 +203,16 @@ void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
     return obj;
 }
 
+/* Each entry point that takes gfp runs with its context set (the kernel's
+ * alloc flags: watermark, reclaim), restored after. */
+void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
+{
+    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
+    void *obj = kmem_cache_alloc_gfp(cache, gfp);
+    page_ctx_exit(ctx);
+    return obj;
+}
+
 void sk_kmem_cache_free(sk_cache_t *cache, void *obj)
 {
     if (unlikely(kfence_addr(obj))) {
@@ -196,7 +223,7 @@ void sk_kmem_cache_free(sk_cache_t *cache, void *obj)
     __asm__ volatile("");   /* this frame stays in memcheck's stacks */
 }
 
-int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **objs)
+static int kmem_cache_alloc_bulk_gfp(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **objs)
 {
     struct slab_cache *c = (struct slab_cache *)cache;
     if (n == 0)
@@ -220,6 +247,14 @@ int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **o
             memset(objs[i], 0, c->object_size);
     errno = saved;
     return (int)n;
+}
+
+int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **objs)
+{
+    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
+    int got = kmem_cache_alloc_bulk_gfp(cache, gfp, n, objs);
+    page_ctx_exit(ctx);
+    return got;
 }
 
 void sk_kmem_cache_free_bulk(sk_cache_t *cache, size_t n, void **objs)
@@ -254,7 +289,7 @@ static inline bool kmalloc_fails(size_t size, sk_gfp_t gfp, const char *call)
            failslab_check(call, kmalloc_name(size), 0, armed, failslab_kmalloc_budget(), gfp, 1);
 }
 
-static void *kmalloc_gfp(size_t size, sk_gfp_t gfp, const char *call)
+static void *kmalloc_gfp_ctx(size_t size, sk_gfp_t gfp, const char *call)
 {
     if (unlikely(size == 0))
         return ZERO_SIZE;
@@ -270,6 +305,14 @@ static void *kmalloc_gfp(size_t size, sk_gfp_t gfp, const char *call)
         if (!retry(gfp, tries))
             return failed(call, kmalloc_name(size), gfp, size);
     errno = saved;
+    return p;
+}
+
+static void *kmalloc_gfp(size_t size, sk_gfp_t gfp, const char *call)
+{
+    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
+    void *p = kmalloc_gfp_ctx(size, gfp, call);
+    page_ctx_exit(ctx);
     return p;
 }
 
@@ -310,7 +353,7 @@ void sk_kfree_sensitive(const void *p)
     sk_free((void *)p);
 }
 
-void *sk_krealloc(const void *p, size_t size, sk_gfp_t gfp)
+static void *krealloc_gfp(const void *p, size_t size, sk_gfp_t gfp)
 {
     if ((uintptr_t)p <= (uintptr_t)ZERO_SIZE)
         return kmalloc_gfp(size, gfp, "krealloc");
@@ -334,6 +377,14 @@ void *sk_krealloc(const void *p, size_t size, sk_gfp_t gfp)
             memset((char *)q + old, 0, now - old);
     }
     errno = saved;
+    return q;
+}
+
+void *sk_krealloc(const void *p, size_t size, sk_gfp_t gfp)
+{
+    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
+    void *q = krealloc_gfp(p, size, gfp);
+    page_ctx_exit(ctx);
     return q;
 }
 
@@ -396,7 +447,7 @@ void sk_kfree_inner(void *p)
 
 /* ---- pages ---- */
 
-void *sk_kernel_alloc_pages(sk_gfp_t gfp, unsigned int order)
+static void *kernel_alloc_pages_gfp(sk_gfp_t gfp, unsigned int order)
 {
     int saved = errno;
     void *p;
@@ -409,6 +460,14 @@ void *sk_kernel_alloc_pages(sk_gfp_t gfp, unsigned int order)
     if (gfp & SK_GFP_ZERO)
         memset(p, 0, SK_PAGE_SIZE << order);
     errno = saved;
+    return p;
+}
+
+void *sk_kernel_alloc_pages(sk_gfp_t gfp, unsigned int order)
+{
+    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
+    void *p = kernel_alloc_pages_gfp(gfp, order);
+    page_ctx_exit(ctx);
     return p;
 }
 

@@ -29,7 +29,7 @@
     .slice_mask_cache = 1, .cpu_partial = -1, .barn = 1, .remote_free = 1, \
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
     .mutex_handoff = 1, .mutex_wake_spin = 1,                              \
-    .decay_ms = 500, .dirty_max_mb = -1, .background = 1,                  \
+    .decay_ms = 500, .dirty_max_mb = -1, .mem_limit_mb = -1, .background = 1, \
     .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
     .failslab_interval = 1, .failslab_times = -1, .failslab_ignore_wait = 1, \
 }
@@ -84,7 +84,12 @@ static bool no_sheaves(void) { return is_slab() || !sk_opt.sheaves || sk_opt.deb
 static bool no_arrays(void) { return (!is_slab() && !sk_opt.sheaves) || sk_opt.debug; }
 static bool no_kfence(void) { return !sk_opt.kfence; }
 static bool no_debug(void) { return !sk_opt.debug; }
-static bool no_shmem_limit(void) { return !sk_opt.shmem_limit_mb; }
+/* swap_file's users: shmem_limit_mb, and a memory budget (mem_limit_mb,
+ * or by default the cgroup's limit when there is one). */
+static bool no_swap_user(void)
+{
+    return !sk_opt.shmem_limit_mb && !(sk_opt.mem_limit_mb > 0 || (sk_opt.mem_limit_mb < 0 && os_cgroup_memory_limit()));
+}
 static bool no_failslab(void) { return !sk_opt.failslab; }
 static bool not_mutex_spin_on(void) { return sk_opt.mutex_spin != MUTEX_SPIN_ON; }
 
@@ -130,6 +135,9 @@ static const struct option_def defs[] = {
     { "dirty_max_mb", NUM(dirty_max_mb, -1, 1 << 20, NULL,
       "free resident MiB above which memory goes back to the OS at once (-1: 64, or the memory in use if more)"),
       NULL, NULL },
+    { "mem_limit_mb", NUM(mem_limit_mb, -1, 1 << 20, NULL,
+      "memory budget in MiB, with min/low/high watermarks: reclaim from low, fail past min (-1: the cgroup's limit, 0: none)"),
+      NULL, NULL },
     { "background", NUM(background, 0, 1, NULL,
       "in a program with threads of its own, a thread returns memory free for decay_ms (0: trim at free only)"),
       NULL, NULL },
@@ -149,7 +157,8 @@ static const struct option_def defs[] = {
     { "shmem_limit_mb", NUM(shmem_limit_mb, 0, 1 << 20, NULL,
       "resident MiB of sk_file pages; beyond it they swap to swap_file (0: no limit)"), NULL, NULL },
     { "swap_file", OPT_PATH, NULL, sk_opt.swap_file, 0, -1, NULL,
-      "the swap file for shmem_limit_mb (created at the first swap-out)", no_shmem_limit, "shmem_limit_mb" },
+      "the swap file for shmem_limit_mb and the memory budget (created at the first swap-out)", no_swap_user,
+      "shmem_limit_mb or a memory budget" },
     { "sized_check", NUM(sized_check, 0, 1, NULL,
       "free_sized and sized delete look the object up and abort on a wrong size (0: trust it)"), NULL, NULL },
     { "kfence", NUM(kfence, 0, 3600000, NULL,

@@ -176,6 +176,75 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
     return n;
 }
 
+/* The value of `key` (cgroup v1: "memory", v2: "") in /proc/self/cgroup's
+ * lines "N:controllers:path": the path, copied into out; or false. */
+static bool cgroup_path(const char *buf, bool v2, char *out, size_t len)
+{
+    for (const char *l = buf; *l; ) {
+        const char *end = strchr(l, '\n');
+        size_t n = end ? (size_t)(end - l) : strlen(l);
+        const char *c1 = memchr(l, ':', n);
+        const char *c2 = c1 ? memchr(c1 + 1, ':', n - (size_t)(c1 + 1 - l)) : NULL;
+        if (c2) {
+            size_t clen = (size_t)(c2 - c1 - 1);
+            bool match = v2 ? clen == 0 : false;
+            /* v1: "memory" among the comma-separated controllers */
+            for (const char *p = c1 + 1; !v2 && p < c2; ) {
+                const char *q = memchr(p, ',', (size_t)(c2 - p));
+                size_t w = q ? (size_t)(q - p) : (size_t)(c2 - p);
+                if (w == 6 && !memcmp(p, "memory", 6))
+                    match = true;
+                p += w + 1;
+            }
+            size_t plen = n - (size_t)(c2 + 1 - l);
+            if (match && plen < len) {
+                memcpy(out, c2 + 1, plen);
+                out[plen] = 0;
+                return true;
+            }
+        }
+        if (!end)
+            break;
+        l = end + 1;
+    }
+    return false;
+}
+
+/* A decimal number at the start of s: *v, true; "max" or anything else
+ * false. */
+static bool parse_ull(const char *s, unsigned long long *v)
+{
+    unsigned long long x = 0;
+    if (*s < '0' || *s > '9')
+        return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (x > (~0ull - 9) / 10)
+            return false;
+        x = x * 10 + (unsigned long long)(*s - '0');
+    }
+    *v = x;
+    return true;
+}
+
+unsigned long long os_cgroup_memory_limit(void)
+{
+    char buf[1024], path[512], file[768], val[64];
+    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
+        return 0;
+    unsigned long long v = 0;
+    if (cgroup_path(buf, false, path, sizeof path)) {
+        snprintf(file, sizeof file, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", path);
+        if (read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
+            return v >= (1ull << 60) ? 0 : v;    /* v1's "unlimited" is near 2^63 */
+    }
+    if (cgroup_path(buf, true, path, sizeof path)) {
+        snprintf(file, sizeof file, "/sys/fs/cgroup%s/memory.max", path);
+        if (read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
+            return v;
+    }
+    return 0;
+}
+
 size_t os_limit_room(void)
 {
     struct rlimit as, data;

@@ -90,6 +90,10 @@ size_t os_limit_bytes(void);
  * RLIMIT_DATA less the data size (/proc/self/statm); SIZE_MAX without
  * a limit, 0 when it cannot be read. */
 size_t os_limit_room(void);
+/* The memory limit of the process's cgroup in bytes: v2's memory.max, or
+ * v1's memory.limit_in_bytes; 0 when there is none (unset, "max", or
+ * unreadable).  Reads /proc and /sys without allocating. */
+unsigned long long os_cgroup_memory_limit(void);
 /* Make reserved space usable (PROT_READ|PROT_WRITE): 0 or -1. */
 int os_commit(void *p, size_t size);
 /* Return the pages and make the range inaccessible again (still reserved):
@@ -233,6 +237,7 @@ struct sk_options {
     char slabinfo_file[256];
     long decay_ms;
     long dirty_max_mb;
+    long mem_limit_mb;       /* -1: the cgroup's limit, 0: none */
     long array_size;         /* at most SK_ARRAY_SIZE_MAX */
     long background;
     long zone_borrow;

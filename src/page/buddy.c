@@ -94,7 +94,7 @@ void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned lo
     list_add_head(list_of(z, order, clean), pg);
     /* Atomic: page_purger_wanted reads it without the lock. */
     __atomic_store_n(&z->free_pages, z->free_pages + (1ul << order), __ATOMIC_RELAXED);
-    z->dirty_pages += span;
+    __atomic_store_n(&z->dirty_pages, z->dirty_pages + span, __ATOMIC_RELAXED);
 }
 
 /* Take a free block off its list; returns its span (0: it was clean). */
@@ -106,7 +106,7 @@ unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     list_del(list_of(z, order, clean), pg);
     pg_set_flags(pg, 0);
     __atomic_store_n(&z->free_pages, z->free_pages - (1ul << order), __ATOMIC_RELAXED);
-    z->dirty_pages -= span;
+    __atomic_store_n(&z->dirty_pages, z->dirty_pages - span, __ATOMIC_RELAXED);
     return span;
 }
 
@@ -732,6 +732,14 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
                                   unsigned fit_order)
 {
     bool borrow = exact && z != zone_here() && sk_opt.zone_borrow;
+    /* Under a budget, the request is weighed as if it grew the resident
+     * memory: free resident (dirty) pages count as charged, as the
+     * kernel's page cache is not free memory, and direct reclaim purges
+     * them when that is what it takes (budget.c). */
+    if (unlikely(page_budget_on()) && !page_budget_admit(exact ? exact : (size_t)1 << order)) {
+        errno = ENOMEM;
+        return NULL;
+    }
     for (bool first = true;; first = false) {
         lock_acquire(&z->lock);
         if (zone_drain_before_fresh(z, order, first))
@@ -766,6 +774,14 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
 {
     unsigned got = 0;
+    if (unlikely(page_budget_on())) {
+        /* Under a budget, a refill takes no more than it needs when memory
+         * is short: one block past low, none past the mark. */
+        if (page_budget_below(PAGE_WMARK_LOW, (unsigned long)n << order))
+            n = 1;
+        if (!page_budget_admit(1ul << order))
+            return 0;
+    }
     for (bool first = true; got < n; first = false) {
         unsigned long span;
         lock_acquire(&z->lock);
@@ -855,6 +871,11 @@ bool page_resize_exact(struct sk_page *pg, size_t nr_pages)
         }
         return true;
     }
+    /* Growth in place is a request for the pages it adds: weighed by the
+     * budget as zone_alloc weighs one (a refusal makes realloc move the
+     * block, which asks again, and fails there if it must). */
+    if (unlikely(page_budget_on()) && !page_budget_admit(nr_pages - nr))
+        return false;
     zone_frontier_reach(z, page_slice(pg), end);
     lock_acquire(&z->lock);
     if (!zone_free_until(first, idx + nr, end)) {

@@ -398,4 +398,74 @@ static inline bool page_purger_running(void)
     return __atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) == PURGER_RUNNING;
 }
 
+/* ---- the memory budget and its watermarks (budget.c) ---- */
+
+enum { PAGE_WMARK_MIN, PAGE_WMARK_LOW, PAGE_WMARK_HIGH, PAGE_NR_WMARKS };
+/* A thread's allocation context (page_alloc_ctx): the kernel's alloc
+ * flags, as gfp sets them (the kernel API's gfp_to_alloc_flags). */
+#define PAGE_ALLOC_HIGH          0x1u   /* __GFP_HIGH: half the min reserve */
+#define PAGE_ALLOC_HARDER        0x2u   /* GFP_ATOMIC: a quarter of the rest too */
+#define PAGE_ALLOC_NO_WATERMARKS 0x4u   /* the reclaimer, __GFP_MEMALLOC: up to the limit */
+#define PAGE_ALLOC_NORECLAIM     0x8u   /* no __GFP_DIRECT_RECLAIM: fail rather than reclaim */
+extern __thread unsigned page_alloc_ctx __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
+/* Set the context for an allocation; returns the one to restore. */
+static inline unsigned page_ctx_enter(unsigned flags)
+{
+    unsigned old = page_alloc_ctx;
+    page_alloc_ctx = flags;
+    return old;
+}
+static inline void page_ctx_exit(unsigned old)
+{
+    page_alloc_ctx = old;
+}
+
+struct page_budget {
+    unsigned long limit;                /* pages; 0: no budget (the one word tested) */
+    unsigned long wmark[PAGE_NR_WMARKS];   /* headroom marks, pages */
+    unsigned long direct_pages;         /* kmalloc's direct mappings, charged */
+    uint32_t kswapd_wanted;             /* the purger is asked to reclaim to high */
+    /* statistics (relaxed) */
+    unsigned long kswapd_wakes, kswapd_runs, kswapd_pages;
+    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused;
+};
+extern struct page_budget page_budget SK_INTERNAL;
+/* From mem_limit_mb, or the cgroup's limit (page_init). */
+void budget_init(void);
+/* Set the budget to `bytes` (0: none) and its watermarks. */
+void page_budget_set(unsigned long long bytes);
+/* Pages charged against the budget (racy reads: a snapshot). */
+unsigned long page_charged(void);
+/* Whether a request of `pages` that may grow the resident memory may go
+ * on (budget.c has the rules: wakes the purger below low, reclaims
+ * directly below the context's mark).  No page-allocator lock held. */
+bool page_budget_admit(unsigned long pages);
+/* With a budget: whether `pages` more would leave the headroom below
+ * watermark `wmark`. */
+bool page_budget_below(unsigned wmark, unsigned long pages);
+/* kmalloc's direct mappings: pages mapped (+) or unmapped (-). */
+void page_budget_direct(long pages);
+static inline bool page_budget_on(void)
+{
+    return __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED) != 0;
+}
+/* An upper layer's reclaim under budget pressure (the kernel's
+ * shrinkers): fn(nr) gives back what it can, about nr pages, and returns
+ * the pages it freed (an estimate).  Run by the purger, with no lock
+ * held, when the headroom is below low. */
+void page_register_shrinker(unsigned long (*fn)(unsigned long nr));
+/* Run every shrinker for about nr pages (the caller holds no lock);
+ * returns the pages they freed.  Allocations they make may use the
+ * reserve (PAGE_ALLOC_NO_WATERMARKS) and never reclaim. */
+unsigned long page_run_shrinkers(unsigned long nr);
+/* The purger's kswapd pass: if asked, reclaim until headroom is back at
+ * high.  Returns false (nothing left to age for it). */
+bool budget_background(void);
+struct page_budget_stats {
+    unsigned long limit, wmark[PAGE_NR_WMARKS], charged, direct_pages;
+    unsigned long kswapd_wakes, kswapd_runs, kswapd_pages;
+    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused;
+};
+void page_budget_stats(struct page_budget_stats *st);
+
 #endif

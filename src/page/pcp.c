@@ -259,6 +259,7 @@ static int page_init_locked(void)
         page_zones[n].fresh_drain_at = now;
     }
     pcp_enabled = sk_opt.pcp != 0;
+    budget_init();
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
      * keeps (464 KiB of order-0 pages, 256 KiB of each larger order:

@@ -152,6 +152,10 @@ static bool purge_tick(unsigned long seq[MAX_NUMNODES])
 static bool purge_try_sleep(const unsigned long seq[MAX_NUMNODES])
 {
     __atomic_store_n(&page_purger.work, 0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&page_budget.kswapd_wanted, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&page_purger.work, 1, __ATOMIC_RELAXED);   /* a wake-up that found work 1 */
+        return false;
+    }
     for (int n = 0; n < MAX_NUMNODES; n++)
         if (zone_dirtied_since(&page_zones[n], seq[n])) {
             __atomic_store_n(&page_purger.work, 1, __ATOMIC_RELAXED);
@@ -185,6 +189,7 @@ static void *purger_main(void *arg)
     for (;;) {
         purger_wait_work();
         os_exit_if_orphaned();
+        budget_background();      /* kswapd's turn first: no sleep before it */
         os_sleep_ms(tick_ms());
         if (!purge_tick(seq))
             purge_try_sleep(seq);
@@ -244,6 +249,7 @@ void purge_atfork_child(void)
     bool had = __atomic_load_n(&page_purger.state, __ATOMIC_RELAXED) != PURGER_NONE;
     __atomic_store_n(&page_purger.work, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&page_purger.state, PURGER_NONE, __ATOMIC_RELAXED);
+    __atomic_store_n(&page_budget.kswapd_wanted, 0, __ATOMIC_RELAXED);
     size_t used = (size_t)PCP_NR_LISTS * (size_t)cpu_nr_slots();
     for (size_t i = 0; had && i < used && i < sizeof pcp_seen / sizeof pcp_seen[0]; i++)
         SK_CHILD_CLEAR(pcp_seen[i]);

@@ -69,6 +69,7 @@ int shmem_init(void)
             r = lru_init();
         if (r == 0) {
             shmem_microopt = sk_opt.page_microopt != 0;
+            shmem_swap_init();
             __atomic_store_n(&shmem_ready, true, __ATOMIC_RELEASE);
         }
     }

@@ -145,9 +145,12 @@ void lru_putback(struct sk_page *pg);
 /* Resident file pages (in a file's tree, not swapped), all files. */
 extern unsigned long shmem_resident SK_INTERNAL;
 
-/* Make room for `need` more resident pages under shmem_limit_mb: swap out
+/* Make room for `need` more resident pages under shmem_limit_mb, and
+ * under the memory budget when it is short (page_budget_below): swap out
  * from the inactive tails.  Called with no file lock held. */
 void shmem_reclaim(unsigned long need);
+/* Register the budget's file-page shrinker (shmem_init). */
+void shmem_swap_init(void);
 /* Write page pg to a new slot: the slot, or -1 (no swap, or an I/O error). */
 int64_t swap_write(struct sk_page *pg);
 /* Read slot into pg and free the slot: 0, or -1 with errno. */

@@ -134,19 +134,16 @@ static bool inactive_low(int node)
     return low;
 }
 
-void shmem_reclaim(unsigned long need)
+/* Swap out inactive file pages (the tail first) while more(need) says
+ * so, or until `most` are out; returns how many went out. */
+static unsigned long swap_out(bool (*more)(unsigned long), unsigned long need, unsigned long most)
 {
-    unsigned long limit = limit_pages();
-    if (likely(!limit))
-        return;
-    if (__atomic_load_n(&shmem_resident, __ATOMIC_RELAXED) + need <= limit)
-        return;
     lru_add_drain();
-    unsigned long busy = 0;
+    unsigned long busy = 0, out = 0;
     bool drained_all = false;
     /* File pages are allocated on node 0 (page_alloc's one node). */
     const int node = 0;
-    while (__atomic_load_n(&shmem_resident, __ATOMIC_RELAXED) + need > limit) {
+    while (out < most && more(need)) {
         if (inactive_low(node))
             lru_shrink_active(node, RECLAIM_CLUSTER);
         struct sk_page *pg = lru_isolate_inactive(node);
@@ -165,6 +162,7 @@ void shmem_reclaim(unsigned long need)
         pg_flag_clear(pg, PG_REFERENCED);
         if (shmem_pageout(pg)) {
             shmem_put_page(pg);        /* the last reference: freed */
+            out++;
             continue;
         }
         lru_putback(pg);
@@ -172,6 +170,51 @@ void shmem_reclaim(unsigned long need)
         if (swap_broken || ++busy > 4 * RECLAIM_CLUSTER)
             break;                     /* busy pages or no swap: give up for now */
     }
+    return out;
+}
+
+static bool over_shmem_limit(unsigned long need)
+{
+    return __atomic_load_n(&shmem_resident, __ATOMIC_RELAXED) + need > limit_pages();
+}
+
+/* Under the memory budget (page_budget): `need` more pages would leave
+ * the headroom below low, and file pages are resident to swap. */
+static bool budget_short(unsigned long need)
+{
+    return __atomic_load_n(&shmem_resident, __ATOMIC_RELAXED) && page_budget_below(PAGE_WMARK_LOW, need);
+}
+
+/* A swap file to write to under the budget (shmem_limit_mb's own case
+ * warns in limit_pages). */
+static bool budget_swap(void)
+{
+    return sk_opt.swap_file[0] && !swap_broken && page_budget_on();
+}
+
+void shmem_reclaim(unsigned long need)
+{
+    unsigned long limit = limit_pages();
+    if (limit && over_shmem_limit(need))
+        swap_out(over_shmem_limit, need, ~0ul);
+    /* Direct reclaim of file pages under the budget: before this task
+     * takes its file lock, as for the limit above. */
+    if (unlikely(budget_swap()) && budget_short(need))
+        swap_out(budget_short, need, ~0ul);
+}
+
+/* The budget's shrinker (page_register_shrinker): the purger's kswapd
+ * pass swaps out up to nr file pages while the headroom is below low. */
+static unsigned long shmem_shrink(unsigned long nr)
+{
+    if (!budget_swap() || !nr)
+        return 0;
+    return swap_out(budget_short, 0, nr);
+}
+
+void shmem_swap_init(void)
+{
+    page_register_shrinker(shmem_shrink);
 }
 
 /* ---- statistics ---- */

@@ -425,6 +425,16 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
 static spinlock_t init_lock = SPINLOCK_INIT;
 static bool reap_pass(void);
 
+/* The memory budget's shrinker (page_register_shrinker): every cache
+ * gives back its empty slabs and what its arrays hold; the pages reach
+ * the zones as free dirty memory, which the caller then purges. */
+static unsigned long slab_shrinker(unsigned long nr)
+{
+    (void)nr;
+    slab_shrink_all();
+    return 0;
+}
+
 int slab_init(void)
 {
     if (likely(slab_ready()))
@@ -441,6 +451,7 @@ int slab_init(void)
         r = page_init() == 0 && kmalloc_init() == 0 ? 0 : -1;
         if (r == 0) {
             page_set_idle_pass(reap_pass);   /* the purger's tick reaps too */
+            page_register_shrinker(slab_shrinker);   /* and shrinks every cache below low */
             __atomic_store_n(&slab_is_ready, true, __ATOMIC_RELEASE);
         } else {
             errno = ENOMEM;

@@ -91,6 +91,7 @@ static void direct_count(long blocks, long pages)
 {
     long b = __atomic_add_fetch(&direct_blocks, blocks, __ATOMIC_RELAXED);
     long p = __atomic_add_fetch(&direct_pages, pages, __ATOMIC_RELAXED);
+    page_budget_direct(pages);     /* charged to the memory budget whole */
     if (blocks > 0) {
         peak_note(&direct_max_blocks, b);
         peak_note(&direct_max_pages, p);
@@ -224,6 +225,10 @@ void *kmalloc_large(size_t size, size_t align)
      * (a program that freed 1 GiB of small objects asks for 1 GiB). */
     if (page_free_hint() >= pages)
         page_release_free(true);
+    if (unlikely(page_budget_on()) && !page_budget_admit(pages)) {
+        errno = ENOMEM;
+        return NULL;
+    }
     struct vm_slice *s = vm_direct_new(pages << SK_PAGE_SHIFT, sizeof(struct sk_page));
     if (!s)
         return NULL;
@@ -341,7 +346,10 @@ SK_NOINLINE void *kmalloc_slow(size_t size)
             return os_errno_restore(k, saved);
     }
     void *p = kmalloc_any(size);
-    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS)) {
+    /* Out of memory: every cache gives back what it keeps, and one more
+     * try (the kernel's direct reclaim), unless the caller's context
+     * forbids reclaim (the kernel API's GFP_NOWAIT, GFP_ATOMIC). */
+    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS) && !(page_alloc_ctx & PAGE_ALLOC_NORECLAIM)) {
         slab_release_all();
         p = kmalloc_any(size);
     }
@@ -575,7 +583,8 @@ static void *aligned_alloc_any(size_t align, size_t size)
     if (slab_init() != 0)
         return NULL;
     void *p = aligned_any(align, size);
-    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS) && align <= SLICE_SIZE) {
+    if (unlikely(!p) && size < ((size_t)1 << VM_ADDR_BITS) && align <= SLICE_SIZE &&
+        !(page_alloc_ctx & PAGE_ALLOC_NORECLAIM)) {
         slab_release_all();
         p = aligned_any(align, size);
     }
@@ -625,4 +634,35 @@ size_t sk_trim(void)
     bytes += page_release_free(true);
     vm_arena_trim();          /* address space only: not counted as memory */
     return bytes;
+}
+
+/* ---- the memory budget's API (page/budget.c has the rules) ---- */
+
+void sk_mem_budget(struct sk_mem_budget *out)
+{
+    memset(out, 0, sizeof *out);
+    if (slab_init() != 0)
+        return;
+    struct page_budget_stats st;
+    page_budget_stats(&st);
+    out->limit = st.limit << SK_PAGE_SHIFT;
+    out->min = st.wmark[PAGE_WMARK_MIN] << SK_PAGE_SHIFT;
+    out->low = st.wmark[PAGE_WMARK_LOW] << SK_PAGE_SHIFT;
+    out->high = st.wmark[PAGE_WMARK_HIGH] << SK_PAGE_SHIFT;
+    out->charged = (st.limit ? st.charged : page_charged()) << SK_PAGE_SHIFT;
+    out->direct = st.direct_pages << SK_PAGE_SHIFT;
+    out->kswapd_wakes = st.kswapd_wakes;
+    out->kswapd_runs = st.kswapd_runs;
+    out->kswapd_reclaimed = st.kswapd_pages << SK_PAGE_SHIFT;
+    out->direct_reclaims = st.direct_reclaims;
+    out->direct_reclaimed = st.direct_pages_reclaimed << SK_PAGE_SHIFT;
+    out->below_min = st.below_min;
+    out->refused = st.refused;
+}
+
+void sk_mem_budget_set(size_t bytes)
+{
+    if (slab_init() != 0)
+        return;
+    page_budget_set(bytes);
 }

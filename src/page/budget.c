@@ -1,0 +1,276 @@
+/*
+ * budget.c — the memory budget and its watermarks: the kernel's zone
+ * watermarks, kswapd and direct reclaim, against a limit on the memory
+ * slabkit holds (mem_limit_mb, or the cgroup's memory limit).
+ *
+ * Charged: what the allocator holds resident or will touch: each zone's
+ * pages in use (managed - free: slabs, blocks, the per-CPU page lists,
+ * sk_file pages) and its free dirty pages, plus kmalloc's direct mappings
+ * (page_budget_direct).  Clean free pages (purged, or never touched) are
+ * not charged; neither is metadata (descriptors, cache structs).
+ * headroom = limit - charged.  The watermarks are on headroom as the
+ * kernel's are on a zone's free pages (3.15's __setup_per_zone_wmarks):
+ * min = sqrt(16 x limit in KiB) KiB (min_free_kbytes' rule), at least
+ * 128 KiB and at most 64 MiB or an eighth of the limit; low = min +
+ * min/4, high = min + min/2.
+ *
+ * Admission (page_budget_admit), before a zone serves a request (a
+ * refill of the per-CPU page lists, a large block) or a direct mapping is
+ * made; the request is weighed as if it grew the resident memory (free
+ * dirty pages are charged, as the kernel's page cache is not free
+ * memory: reclaim is what frees them), by the headroom it would leave:
+ *  - at or above low: granted;
+ *  - below low: the background reclaimer is asked to bring headroom back
+ *    to high (the purger thread in kswapd's role; a program without one
+ *    relies on direct reclaim alone);
+ *  - at or above the caller's mark: granted.  The mark is min;
+ *    ALLOC_HIGH (__GFP_HIGH) halves it, ALLOC_HARDER (GFP_ATOMIC) takes a
+ *    quarter off what is left, ALLOC_NO_WATERMARKS (the reclaimer itself,
+ *    __GFP_MEMALLOC) makes it 0: never past the limit itself;
+ *  - below it: direct reclaim, unless the context forbids it
+ *    (PAGE_ALLOC_NORECLAIM: GFP_NOWAIT, GFP_ATOMIC): every free dirty
+ *    page is purged (this layer's own reclaim), then the mark is weighed
+ *    again; refused (ENOMEM) if still below.  What upper layers keep
+ *    (empty slabs in caches, sk_file pages that can be swapped) they give
+ *    back in their own retry, where no lock is held (slab_release_all,
+ *    the kernel API's retry, shmem_reclaim), and to the purger through
+ *    the shrinkers (page_register_shrinker).
+ * With no limit (mem_limit_mb=0 and no cgroup limit), page_budget.limit
+ * is 0 and the allocation paths test that one word.
+ *
+ * Context: page_alloc_ctx, per thread, holds the PAGE_ALLOC_* flags of
+ * the allocation under way; 0 (malloc) is the min mark with direct
+ * reclaim.  The kernel API sets it from gfp around an allocation.
+ *
+ * Lock order: admission runs with no page-allocator lock held (upper
+ * layers' locks may be held: the slab layer's, around a new slab); it
+ * reads the zones' counters without their locks (atomic stores), and
+ * direct reclaim takes them one at a time as page_reclaim does.  The shrinkers run only where no lock
+ * is held (the purger; page_run_shrinkers' other callers say so).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "page/page_internal.h"
+
+struct page_budget page_budget;
+__thread unsigned page_alloc_ctx __attribute__((tls_model("initial-exec")));
+
+#define BUDGET_MIN_FLOOR_PAGES ((128ul << 10) >> SK_PAGE_SHIFT)
+#define BUDGET_MIN_CEIL_PAGES ((64ul << 20) >> SK_PAGE_SHIFT)
+#define BUDGET_MAX_SHRINKERS 4
+
+static unsigned long (*shrinkers[BUDGET_MAX_SHRINKERS])(unsigned long nr);
+
+static unsigned long isqrt(unsigned long x)
+{
+    unsigned long r = 0, bit = 1ul << (sizeof(long) * 8 - 2);
+    while (bit > x)
+        bit >>= 2;
+    while (bit) {
+        if (x >= r + bit) {
+            x -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+        bit >>= 2;
+    }
+    return r;
+}
+
+void page_budget_set(unsigned long long bytes)
+{
+    unsigned long limit = (unsigned long)(bytes >> SK_PAGE_SHIFT);
+    unsigned long min = 0;
+    if (limit) {
+        unsigned long kib = limit << (SK_PAGE_SHIFT - 10);
+        min = (isqrt(kib * 16) << 10) >> SK_PAGE_SHIFT;
+        if (min < BUDGET_MIN_FLOOR_PAGES)
+            min = BUDGET_MIN_FLOOR_PAGES;
+        if (min > BUDGET_MIN_CEIL_PAGES)
+            min = BUDGET_MIN_CEIL_PAGES;
+        if (min > limit / 8)
+            min = limit / 8;
+    }
+    __atomic_store_n(&page_budget.wmark[PAGE_WMARK_MIN], min, __ATOMIC_RELAXED);
+    __atomic_store_n(&page_budget.wmark[PAGE_WMARK_LOW], min + min / 4, __ATOMIC_RELAXED);
+    __atomic_store_n(&page_budget.wmark[PAGE_WMARK_HIGH], min + min / 2, __ATOMIC_RELAXED);
+    __atomic_store_n(&page_budget.limit, limit, __ATOMIC_RELEASE);
+}
+
+void budget_init(void)
+{
+    long mb = sk_opt.mem_limit_mb;
+    unsigned long long bytes = 0;
+    if (mb > 0)
+        bytes = (unsigned long long)mb << 20;
+    else if (mb < 0)
+        bytes = os_cgroup_memory_limit();
+    page_budget_set(bytes);
+}
+
+unsigned long page_charged(void)
+{
+    unsigned long charged = __atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
+    /* Racy reads (each counter is stored atomically under its zone's
+     * lock): a snapshot mid-update is off by one block, for one look. */
+    for (int n = 0; n < MAX_NUMNODES; n++) {
+        const struct zone *z = &page_zones[n];
+        charged += __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) -
+                   __atomic_load_n(&z->free_pages, __ATOMIC_RELAXED) +
+                   __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
+    }
+    return charged;
+}
+
+/* The headroom a request of `pages` would leave (negative: past the
+ * limit). */
+static long headroom_after(unsigned long pages)
+{
+    unsigned long limit = __atomic_load_n(&page_budget.limit, __ATOMIC_ACQUIRE);
+    return (long)limit - (long)page_charged() - (long)pages;
+}
+
+/* The headroom a request with alloc flags `ctx` may leave. */
+static long budget_mark(unsigned ctx)
+{
+    if (ctx & PAGE_ALLOC_NO_WATERMARKS)
+        return 0;
+    long mark = (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_MIN], __ATOMIC_RELAXED);
+    if (ctx & PAGE_ALLOC_HIGH)
+        mark -= mark / 2;
+    if (ctx & PAGE_ALLOC_HARDER)
+        mark -= mark / 4;
+    return mark;
+}
+
+static void stat_inc(unsigned long *c)
+{
+    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+/* Ask the purger to reclaim up to high: once per crossing (kswapd_wanted
+ * stays set until it has run). */
+static void wake_kswapd(void)
+{
+    if (__atomic_exchange_n(&page_budget.kswapd_wanted, 1, __ATOMIC_SEQ_CST))
+        return;
+    stat_inc(&page_budget.kswapd_wakes);
+    purge_kick();
+}
+
+/* This layer's reclaim: purge every free dirty page.  Returns pages. */
+static unsigned long reclaim_pages(void)
+{
+    return page_reclaim(0, false) >> SK_PAGE_SHIFT;
+}
+
+bool page_budget_admit(unsigned long pages)
+{
+    long after = headroom_after(pages);
+    if (likely(after >= (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED)))
+        return true;
+    unsigned ctx = page_alloc_ctx;
+    if (!(ctx & PAGE_ALLOC_NO_WATERMARKS))
+        wake_kswapd();
+    long mark = budget_mark(ctx);
+    long min = (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_MIN], __ATOMIC_RELAXED);
+    if (after >= mark) {
+        if (after < min)
+            stat_inc(&page_budget.below_min);   /* ALLOC_HIGH / HARDER dipped into the reserve */
+        return true;
+    }
+    if (!(ctx & PAGE_ALLOC_NORECLAIM)) {
+        stat_inc(&page_budget.direct_reclaims);
+        unsigned long got = reclaim_pages();
+        __atomic_fetch_add(&page_budget.direct_pages_reclaimed, got, __ATOMIC_RELAXED);
+        after = headroom_after(pages);
+        if (after >= mark) {
+            if (after < min)
+                stat_inc(&page_budget.below_min);
+            return true;
+        }
+    }
+    stat_inc(&page_budget.refused);
+    return false;
+}
+
+bool page_budget_below(unsigned wmark, unsigned long pages)
+{
+    if (likely(!__atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED)))
+        return false;
+    return headroom_after(pages) < (long)__atomic_load_n(&page_budget.wmark[wmark], __ATOMIC_RELAXED);
+}
+
+void page_budget_direct(long pages)
+{
+    __atomic_fetch_add(&page_budget.direct_pages, (unsigned long)pages, __ATOMIC_RELAXED);
+}
+
+void page_register_shrinker(unsigned long (*fn)(unsigned long nr))
+{
+    for (int i = 0; i < BUDGET_MAX_SHRINKERS; i++) {
+        unsigned long (*none)(unsigned long) = NULL;
+        if (__atomic_load_n(&shrinkers[i], __ATOMIC_ACQUIRE) == fn ||
+            __atomic_compare_exchange_n(&shrinkers[i], &none, fn, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
+    }
+    os_fatal("page_register_shrinker: more than %d shrinkers", BUDGET_MAX_SHRINKERS);
+}
+
+unsigned long page_run_shrinkers(unsigned long nr)
+{
+    unsigned long got = 0;
+    unsigned saved = page_alloc_ctx;
+    page_alloc_ctx = saved | PAGE_ALLOC_NO_WATERMARKS | PAGE_ALLOC_NORECLAIM;   /* PF_MEMALLOC */
+    for (int i = 0; i < BUDGET_MAX_SHRINKERS; i++) {
+        unsigned long (*fn)(unsigned long) = __atomic_load_n(&shrinkers[i], __ATOMIC_ACQUIRE);
+        if (fn)
+            got += fn(nr > got ? nr - got : 0);
+    }
+    page_alloc_ctx = saved;
+    return got;
+}
+
+bool budget_background(void)
+{
+    if (!__atomic_load_n(&page_budget.kswapd_wanted, __ATOMIC_ACQUIRE))
+        return false;
+    long high = (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_HIGH], __ATOMIC_RELAXED);
+    stat_inc(&page_budget.kswapd_runs);
+    /* Cheapest first: purge what is free; then the upper layers'
+     * shrinkers (empty slabs, swappable file pages), each round's pages
+     * purged in turn, until high or a round that frees nothing. */
+    for (int round = 0; round < 8; round++) {
+        unsigned long got = reclaim_pages();
+        long after = headroom_after(0);
+        if (after < high) {
+            page_drain_pcp();
+            got += page_run_shrinkers((unsigned long)(high - after));
+            got += reclaim_pages();
+        }
+        __atomic_fetch_add(&page_budget.kswapd_pages, got, __ATOMIC_RELAXED);
+        if (!got || headroom_after(0) >= high)
+            break;
+    }
+    __atomic_store_n(&page_budget.kswapd_wanted, 0, __ATOMIC_RELEASE);
+    return false;
+}
+
+void page_budget_stats(struct page_budget_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->limit = __atomic_load_n(&page_budget.limit, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < PAGE_NR_WMARKS; i++)
+        st->wmark[i] = __atomic_load_n(&page_budget.wmark[i], __ATOMIC_RELAXED);
+    st->charged = st->limit ? page_charged() : 0;
+    st->direct_pages = __atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
+    st->kswapd_wakes = __atomic_load_n(&page_budget.kswapd_wakes, __ATOMIC_RELAXED);
+    st->kswapd_runs = __atomic_load_n(&page_budget.kswapd_runs, __ATOMIC_RELAXED);
+    st->kswapd_pages = __atomic_load_n(&page_budget.kswapd_pages, __ATOMIC_RELAXED);
+    st->direct_reclaims = __atomic_load_n(&page_budget.direct_reclaims, __ATOMIC_RELAXED);
+    st->direct_pages_reclaimed = __atomic_load_n(&page_budget.direct_pages_reclaimed, __ATOMIC_RELAXED);
+    st->below_min = __atomic_load_n(&page_budget.below_min, __ATOMIC_RELAXED);
+    st->refused = __atomic_load_n(&page_budget.refused, __ATOMIC_RELAXED);
+}
