@@ -359,6 +359,17 @@ static bool cache_publish(struct slab_cache *c)
     return true;
 }
 
+struct slab_cache *slab_cache_find(const char *name)
+{
+    struct slab_cache *found = NULL;
+    lock_acquire(&cache_lock);
+    for (struct slab_cache *o = slab_cache_list; o && !found; o = o->next)
+        if (!strcmp(o->name, name))
+            found = o;
+    lock_release(&cache_lock);
+    return found;
+}
+
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc)
 {

@@ -152,6 +152,13 @@ int kmalloc_init(void)
         os_name(name, sizeof name, "kmalloc-", (long)size);
         kmalloc_class_size[i] = size;
         struct slab_cache *c = slab_cache_create(name, size, align, 0, NULL, true);
+        /* Published by an earlier attempt that did not get to store it
+         * here: a fork child of a thread caught between the two (a cache
+         * is published whole, last, under cache_lock).  Without this the
+         * child's every allocation failed with ENOMEM, for good
+         * (tests/malloc/fork_mid_init, about one run in twenty). */
+        if (!c && errno == EEXIST)
+            c = slab_cache_find(name);
         if (!c)
             return -1;
         __atomic_store_n(&kmalloc_caches[i], c, __ATOMIC_RELEASE);

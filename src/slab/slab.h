@@ -79,6 +79,8 @@ static inline bool slab_cpu_used(const struct slab_cache *c, int i)
 }
 
 /* NULL (ENOMEM) when the OS refuses the cache's metadata. */
+/* The published cache named `name`, or NULL (cache_lock taken). */
+struct slab_cache *slab_cache_find(const char *name);
 struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align,
                                      unsigned flags, void (*ctor)(void *), bool kmalloc);
 void *slab_alloc_slow(struct slab_cache *c);
