@@ -34,7 +34,7 @@ static inline void become_threaded(void)
  * must not allocate through malloc, where a thread's TLS would). */
 static inline void zones_keep_freed(void)
 {
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         page_zones[n].trim_pages = ~0ul >> 1;
 }
 #endif

@@ -157,6 +157,9 @@ static void draw(struct screen *sc, struct source *src)
          t->resident_pages);
     line(sc, &row, " Pages Per-CPU / Returned; Address  : %lu / %lu; %zu MiB reserved", t->pcp_pages, t->returned_pages,
          t->reserved_bytes >> 20);
+    for (unsigned nid = 0; nid < t->nodes && nid < SLABINFO_NODES_MAX; nid++)
+        line(sc, &row, " Node %u Pages In Use / Managed       : %lu / %lu (%lu free, %lu resident)", nid,
+             t->node_used[nid], t->node_managed[nid], t->node_free[nid], t->node_resident[nid]);
     line(sc, &row, "%s", "");
     const char *head = "  OBJS ACTIVE  USE OBJ SIZE  SLABS OBJ/SLAB CACHE SIZE NAME";
     if (sc->full)

@@ -435,6 +435,12 @@ ALIAS(malloc_trim) int malloc_trim(size_t pad)
 
 static void print_totals(int fd)
 {
+    for (unsigned nid = 0; page_nr_nodes > 1 && nid < page_nr_nodes; nid++) {
+        struct page_node_stats ns;
+        page_node_stats(nid, &ns);
+        os_printf(fd, SLABINFO_NODE_LINE, nid, ns.cpus, ns.managed_pages, ns.used_pages, ns.free_pages,
+                  ns.dirty_pages);
+    }
     struct page_stats st;
     page_stats(&st);
     os_printf(fd, SLABINFO_TOTALS_LINE, st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages,

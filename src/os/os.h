@@ -220,6 +220,9 @@ void os_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The options' values; what each means, its range and default: the one
  * table in options.c (SLABKIT_OPTIONS=help prints it). */
+/* The most nodes the page allocator keeps zones for (PAGE_MAX_NODES). */
+#define SK_NUMA_NODES_MAX 4
+
 struct sk_options {
     long allocator;          /* SK_ALLOC_SLUB or SK_ALLOC_SLAB */
     long slab_mgmt;          /* SK_SLAB_MGMT_PAGE or _ONSLAB */
@@ -238,6 +241,7 @@ struct sk_options {
     long decay_ms;
     long dirty_max_mb;
     long mem_limit_mb;       /* -1: the cgroup's limit, 0: none */
+    long numa_nodes;         /* 0: the system's; N: the CPUs split in N (at most SK_NUMA_NODES_MAX) */
     long array_size;         /* at most SK_ARRAY_SIZE_MAX */
     long background;
     long zone_borrow;

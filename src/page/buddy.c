@@ -284,6 +284,7 @@ static int zone_new_partial(struct zone *z, unsigned order)
     }
     if (!s)
         return -1;
+    page_node_bind(s, pages << SK_PAGE_SHIFT, zone_nid(z->node));
     s->zone = z;
     s->node = (uint16_t)z->node;
     lock_acquire(&z->lock);
@@ -300,21 +301,12 @@ static int zone_new_partial(struct zone *z, unsigned order)
  * scattered among them would keep their free neighbours from merging, and
  * a request for tens of pages would then fault fresh memory while freed
  * memory sits resident in pieces (the kernel keeps movable pages apart in
- * ZONE_MOVABLE for the same reason).  It is node slot 1, so page_free finds
- * it through pg->node like any other zone.  A large block that only clean
- * memory of its zone could serve borrows resident memory of zone 0
- * instead (zone_borrow), and lives there.
+ * ZONE_MOVABLE for the same reason).  Each node has one (ZONE_LARGE, beside
+ * its ZONE_NORMAL: node.c), and page_free finds it through pg->node like
+ * any other zone.  A large block that only clean memory of its zone could
+ * serve borrows resident memory of its node's slab zone instead
+ * (zone_borrow), and lives there.
  */
-#define ZONE_LARGE 1
-struct zone *zone_large(void)
-{
-    return &page_zones[ZONE_LARGE];
-}
-
-struct zone *zone_here(void)
-{
-    return &page_zones[0];   /* one node here; the structures allow more */
-}
 
 /*
  * A new base-page arena slice joins the slab zone a step at a time, as a
@@ -414,8 +406,9 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
         s->zone = z;
         s->node = (uint16_t)z->node;
         size_t end = SLICE_PAGES;
-        if (kind == VM_SLICE_BASE && z == zone_here())
+        if (kind == VM_SLICE_BASE && zone_kind(z) == ZONE_NORMAL)
             end = step_first(order);
+        page_node_bind(s, SLICE_SIZE, zone_nid(z->node));
         lock_acquire(&z->lock);
         zone_add_range(z, s, 0, end, true);
         z->frontier_next = end;
@@ -426,6 +419,7 @@ static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
     if (zone_new_partial(z, order) == 0)
         goto out;
 nomem:
+    zlc_mark_full(z);       /* the next requests try the other nodes first */
     errno = ENOMEM;
     r = -1;
 out:
@@ -711,9 +705,10 @@ static struct sk_page *zone_took(struct zone *z, struct sk_page *pg, unsigned or
  * to the slab zone, and slab pages among the large blocks would keep them
  * from merging (the reason they have a zone of their own).
  */
-static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_order, unsigned fit_order)
+static struct sk_page *zone_borrow(struct zone *large, unsigned order, size_t exact, unsigned align_order,
+                                   unsigned fit_order)
 {
-    struct zone *z = zone_here();
+    struct zone *z = zone_of_node(zone_nid(large->node), ZONE_NORMAL);
     bool clean = false, dirtied = false;
     lock_acquire(&z->lock);
     uint64_t now = os_now_ms_coarse();
@@ -731,7 +726,7 @@ static struct sk_page *zone_borrow(unsigned order, size_t exact, unsigned align_
 struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order,
                                   unsigned fit_order)
 {
-    bool borrow = exact && z != zone_here() && sk_opt.zone_borrow;
+    bool borrow = exact && zone_kind(z) == ZONE_LARGE && sk_opt.zone_borrow;
     /* Under a budget, the request is weighed as if it grew the resident
      * memory: free resident (dirty) pages count as charged, as the
      * kernel's page cache is not free memory, and direct reclaim purges
@@ -753,7 +748,7 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
             /* Nothing resident here: the slab zone's, then our clean
              * memory (the lock was dropped: look again). */
             lock_release(&z->lock);
-            if ((pg = zone_borrow(order, exact, align_order, fit_order)))
+            if ((pg = zone_borrow(z, order, exact, align_order, fit_order)))
                 return pg;
             borrow = false;
             continue;
@@ -794,6 +789,7 @@ unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, u
                 break;
             pg_set_flags(pg, PG_PCP | (span ? 0 : PG_ZEROED));
             pg->order = (uint8_t)order;
+            pg->node = (uint8_t)z->node;    /* its zone: page_free's way back */
             out[got++] = pg;
         }
         if (got)
@@ -816,6 +812,23 @@ void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned o
     zone_note_freed(z, 1ul << order);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);
+}
+
+void zone_free_pages(struct sk_page **pgs, unsigned n, unsigned order)
+{
+    while (n) {
+        /* The blocks of the first one's zone to the front, then freed. */
+        unsigned zid = pgs[0]->node, k = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (pgs[i]->node == zid) {
+                struct sk_page *t = pgs[k];
+                pgs[k++] = pgs[i];
+                pgs[i] = t;
+            }
+        zone_free_bulk(&page_zones[zid], pgs, k, order);
+        pgs += k;
+        n -= k;
+    }
 }
 
 unsigned order_for(size_t nr_pages)
@@ -1005,7 +1018,7 @@ size_t page_release_free(bool arena)
         return 0;
     page_drain_pcp();
     size_t bytes = 0;
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct zone *z = &page_zones[n];
         lock_acquire(&z->grow_lock);
         lock_acquire(&z->lock);
@@ -1028,7 +1041,7 @@ size_t page_release_free(bool arena)
 
 void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void *arg), void *arg)
 {
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct zone *z = &page_zones[n];
         lock_acquire(&z->lock);
         for (unsigned o = 0; o <= SK_MAX_ORDER; o++)

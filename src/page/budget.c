@@ -35,6 +35,11 @@
  *    back in their own retry, where no lock is held (slab_release_all,
  *    the kernel API's retry, shmem_reclaim), and to the purger through
  *    the shrinkers (page_register_shrinker).
+ * Nodes (node.c): each node's share of the budget is limit x its CPUs /
+ * all CPUs, and so are its marks; a node below its low mark is full, and
+ * requests go along the zonelist to the next node that is not (the
+ * kernel's per-zone watermarks, with zone_reclaim_mode off).  Admission
+ * stays the process's: the budget is one.
  * With no limit (mem_limit_mb=0 and no cgroup limit), page_budget.limit
  * is 0 and the allocation paths test that one word.
  *
@@ -115,7 +120,7 @@ unsigned long page_charged(void)
     unsigned long charged = __atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
     /* Racy reads (each counter is stored atomically under its zone's
      * lock): a snapshot mid-update is off by one block, for one look. */
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         const struct zone *z = &page_zones[n];
         charged += __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) -
                    __atomic_load_n(&z->free_pages, __ATOMIC_RELAXED) +
@@ -194,6 +199,20 @@ bool page_budget_admit(unsigned long pages)
     }
     stat_inc(&page_budget.refused);
     return false;
+}
+
+bool page_node_below_low(unsigned nid, unsigned long pages)
+{
+    unsigned long limit = __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED);
+    if (likely(!limit) || page_nr_nodes == 1)
+        return false;
+    /* The node's share of the budget and of its marks, by its CPUs. */
+    unsigned long cpus = page_node_cpus(nid), all = (unsigned long)(cpu_nr_ids > 0 ? cpu_nr_ids : 1);
+    unsigned long share = limit * cpus / all;
+    unsigned long low = __atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED) * cpus / all;
+    struct page_node_stats st;
+    page_node_stats(nid, &st);
+    return (long)share - (long)(st.used_pages + st.dirty_pages) - (long)pages < (long)low;
 }
 
 bool page_budget_below(unsigned wmark, unsigned long pages)

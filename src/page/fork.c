@@ -89,7 +89,7 @@ void page_atfork_child(void)
     /* A parent thread caught initialising is gone; page_ready still false
      * makes the child's first call do it again (each step is idempotent). */
     spin_reset_child(&page_init_lock);
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct zone *z = &page_zones[n];
         bool held = __atomic_load_n(&z->lock.state, __ATOMIC_RELAXED) != 0;
         lock_reset_child(&z->lock);

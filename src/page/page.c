@@ -40,7 +40,7 @@
 
 #include "page/page_internal.h"
 
-struct zone page_zones[MAX_NUMNODES];
+struct zone page_zones[PAGE_NR_ZONES];
 /* Until page_init, always-empty lists (like kmalloc's tables): anything
  * that walks them early (the fork child) finds nothing. */
 struct pcp_set page_pcp = { .lists = { [0 ... PCP_EXACT] = cpu_empty_arrays } };
@@ -52,7 +52,7 @@ unsigned long page_pcp_local_empties, page_pcp_local_blocks;
 void page_stats(struct page_stats *st)
 {
     memset(st, 0, sizeof *st);
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct zone *z = &page_zones[n];
         lock_acquire(&z->lock);
         st->managed_pages += z->managed_pages;

@@ -64,7 +64,14 @@
 /* One more per-CPU list: the exact-block cache (pcp.c, page_alloc_exact). */
 #define PCP_EXACT (PCP_MAX_ORDER + 1)
 #define PCP_NR_LISTS (PCP_EXACT + 1)
-#define MAX_NUMNODES 4
+/* Nodes and zones (node.c): each node has two zones, its slab zone
+ * (ZONE_NORMAL: slab pages, sk_alloc_pages blocks, sk_file pages, the
+ * per-CPU lists in front) and its large blocks' zone (ZONE_LARGE); a
+ * zone's id, 2 x node + kind, is what pg->node records. */
+#define PAGE_MAX_NODES 4
+#define PAGE_NR_ZONES (2 * PAGE_MAX_NODES)
+enum { ZONE_NORMAL, ZONE_LARGE };
+#define ZONE_ID(nid, kind) (2 * (nid) + (kind))
 
 struct slab_cache;
 
@@ -185,6 +192,7 @@ struct zone {
      * (page_clean_takes): on a line of its own, away from the fields each
      * free writes. */
     unsigned long clean_takes __attribute__((aligned(CACHE_LINE)));
+    uint64_t zlc_full_until;           /* ms: the zonelist cache's "full" (node.c) */
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -195,7 +203,47 @@ struct pcp_set {
     unsigned batch[PCP_NR_LISTS];      /* blocks moved per refill/drain */
 };
 
-extern struct zone page_zones[MAX_NUMNODES] SK_INTERNAL;
+extern struct zone page_zones[PAGE_NR_ZONES] SK_INTERNAL;
+
+/* The node of a zone id (pg->node), and of a page. */
+static inline unsigned zone_nid(unsigned zid)
+{
+    return zid >> 1;
+}
+static inline unsigned page_nid(const struct sk_page *pg)
+{
+    return zone_nid(pg->node);
+}
+/* Nodes in use (node.c): the system's (/sys/devices/system/node), or
+ * numa_nodes=N's split of the CPU ids into N; CPU id -> node (the shared
+ * slot of threads without an id: node 0). */
+extern unsigned page_nr_nodes SK_INTERNAL;
+extern bool page_nodes_real SK_INTERNAL;
+extern uint8_t page_cpu_node[] SK_INTERNAL;
+/* The node of the CPU this thread runs on (a hint: it may move). */
+unsigned page_node_here(void);
+/* The zone of `kind` of node nid. */
+struct zone *zone_of_node(unsigned nid, unsigned kind);
+/* The zone of `kind` a request of `pages` goes to: the calling CPU's
+ * node's, or the first along its zonelist that is not full (node.c). */
+struct zone *zonelist_pick(unsigned kind, unsigned long pages);
+/* Remember z as full (its growth failed) in the zonelist cache. */
+void zlc_mark_full(struct zone *z);
+/* Bind `bytes` of slice s to node nid's memory (real nodes only). */
+struct vm_slice;
+void page_node_bind(struct vm_slice *s, size_t bytes, unsigned nid);
+/* Read the topology (page_init). */
+void node_init(void);
+/* Requests that went to another node than the caller's (relaxed). */
+extern unsigned long page_node_fallbacks SK_INTERNAL;
+struct page_node_stats {
+    unsigned long cpus;                /* CPU ids of the node */
+    unsigned long managed_pages, free_pages, dirty_pages, used_pages;
+    bool full;                         /* in the zonelist cache now */
+};
+/* One node's figures (racy reads); zero for a node not in use. */
+void page_node_stats(unsigned nid, struct page_node_stats *st);
+unsigned long page_node_cpus(unsigned nid);
 extern struct pcp_set page_pcp SK_INTERNAL;
 
 /* 0, or -1 with errno ENOMEM (the per-CPU page lists could not be
@@ -331,7 +379,7 @@ void page_stats(struct page_stats *st);
 static inline unsigned long page_free_hint(void)
 {
     unsigned long n = 0;
-    for (int z = 0; z < MAX_NUMNODES; z++)
+    for (int z = 0; z < PAGE_NR_ZONES; z++)
         n += __atomic_load_n(&page_zones[z].free_pages, __ATOMIC_RELAXED);
     return n;
 }
@@ -443,6 +491,10 @@ bool page_budget_admit(unsigned long pages);
 /* With a budget: whether `pages` more would leave the headroom below
  * watermark `wmark`. */
 bool page_budget_below(unsigned wmark, unsigned long pages);
+/* Whether node nid is below its low mark after `pages` more: under a
+ * budget, its headroom against its share of it (by CPUs); false without
+ * a budget. */
+bool page_node_below_low(unsigned nid, unsigned long pages);
 /* kmalloc's direct mappings: pages mapped (+) or unmapped (-). */
 void page_budget_direct(long pages);
 static inline bool page_budget_on(void)

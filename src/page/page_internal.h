@@ -54,11 +54,21 @@ extern unsigned long page_pcp_fresh_drains SK_INTERNAL, page_pcp_local_empties S
 void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
 unsigned long zone_remove(struct zone *z, struct sk_page *pg);
 void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
+/* The calling CPU's node's zones (node.c). */
 struct zone *zone_large(void);
 struct zone *zone_here(void);
+/* ZONE_NORMAL or ZONE_LARGE. */
+static inline unsigned zone_kind(const struct zone *z)
+{
+    return (unsigned)z->node & 1;
+}
 struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order, unsigned fit_order);
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n);
 void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);
+/* zone_free_bulk for blocks of any zones (a per-CPU list's: a block freed
+ * on a CPU of another node joins that CPU's list), each to its own;
+ * reorders pgs. */
+void zone_free_pages(struct sk_page **pgs, unsigned n, unsigned order);
 unsigned order_for(size_t nr_pages);
 void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, size_t dirty_end, uint64_t now);
 

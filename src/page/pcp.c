@@ -121,7 +121,7 @@ static unsigned long pcp_pop_to_zone(unsigned o, unsigned long max)
     unsigned n;
     while (moved < max && (n = cpu_pop_batch(page_pcp.lists[o], (void **)buf,
                                              max - moved < PCP_BATCH_MAX ? (unsigned)(max - moved) : PCP_BATCH_MAX))) {
-        zone_free_bulk(zone_here(), buf, n, o);
+        zone_free_pages(buf, n, o);
         moved += n;
     }
     return moved;
@@ -196,7 +196,7 @@ static void pcp_tune(unsigned order)
  * own), at most once a request (the caller passes `first`). */
 bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
 {
-    if (!first || z != zone_here() || !pcp_enabled || zone_has_dirty(z, order))
+    if (!first || zone_kind(z) != ZONE_NORMAL || !pcp_enabled || zone_has_dirty(z, order))
         return false;
     /* First this CPU's lists that tuning grew (other than the request's
      * own, empty): what they hold beyond high goes back, here, with no
@@ -252,13 +252,14 @@ static int page_init_locked(void)
      * made, the purger thread (0.3-0.5 ms of a 4 ms process spawn). */
     uint64_t now = os_now_ms_coarse();
     page_init_at = now;
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         lock_reset(&page_zones[n].lock);
         lock_reset(&page_zones[n].grow_lock);
         page_zones[n].node = n;
         page_zones[n].fresh_drain_at = now;
     }
     pcp_enabled = sk_opt.pcp != 0;
+    node_init();
     budget_init();
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
@@ -324,7 +325,13 @@ struct sk_page *page_alloc(unsigned order)
             pcp_tune(order);
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
-            unsigned n = zone_alloc_bulk(zone_here(), order, batch, page_pcp.batch[order]);
+            struct zone *z = zonelist_pick(ZONE_NORMAL, (unsigned long)page_pcp.batch[order] << order);
+            unsigned n = zone_alloc_bulk(z, order, batch, page_pcp.batch[order]);
+            if (n == 0 && errno == ENOMEM && page_nr_nodes > 1) {
+                /* Its growth failed (zlc marks it): the next node that can. */
+                z = zonelist_pick(ZONE_NORMAL, (unsigned long)page_pcp.batch[order] << order);
+                n = zone_alloc_bulk(z, order, batch, page_pcp.batch[order]);
+            }
             if (n == 0) {
                 errno = ENOMEM;
                 return NULL;
@@ -342,12 +349,12 @@ struct sk_page *page_alloc(unsigned order)
             cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]);
             unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch + 1, n);
             if (pushed < n)
-                zone_free_bulk(zone_here(), batch + 1 + pushed, n - pushed, order);
+                zone_free_bulk(z, batch + 1 + pushed, n - pushed, order);
             pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }
     }
-    return zone_alloc(zone_here(), order, 0, 0, EXACT_FIT_MIN_ORDER);
+    return zone_alloc(zonelist_pick(ZONE_NORMAL, 1ul << order), order, 0, 0, EXACT_FIT_MIN_ORDER);
 }
 
 /* A push onto per-CPU list `l` after the fast push failed: the locked
@@ -377,7 +384,7 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
         struct sk_page *batch[PCP_BATCH_MAX + 1];
         unsigned n = cpu_pop_batch(page_pcp.lists[order], (void **)batch, page_pcp.batch[order]);
         batch[n++] = pg;
-        zone_free_bulk(z, batch, n, order);
+        zone_free_pages(batch, n, order);   /* blocks of other nodes too */
         return;
     }
     uint64_t now = os_now_ms_coarse();
@@ -429,7 +436,7 @@ static struct sk_page *alloc_exact(size_t nr_pages, unsigned align_order, unsign
         errno = ENOMEM;
         return NULL;
     }
-    struct zone *z = zone_large();
+    struct zone *z = zonelist_pick(ZONE_LARGE, nr_pages);
     /* The block and its tail's return in one lock hold. */
     struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order, fit_order);
     if (!pg)
@@ -527,7 +534,7 @@ void exact_cached(unsigned long *blocks, unsigned long *pages)
 void page_exact_stats(unsigned long *blocks, unsigned long *pages)
 {
     unsigned long b = 0, p = 0, cb, cp;
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         b += __atomic_load_n(&page_zones[n].exact_blocks, __ATOMIC_RELAXED);
         p += __atomic_load_n(&page_zones[n].exact_pages, __ATOMIC_RELAXED);
     }
@@ -551,7 +558,7 @@ static unsigned long pcp_drain_one(unsigned o, int cpu)
             for (unsigned i = 0; i < n; i++)
                 page_free_run(buf[i]);   /* each to its own zone */
         } else {
-            zone_free_bulk(zone_here(), buf, n, o);
+            zone_free_pages(buf, n, o);   /* each to its own zone */
         }
         total += n;
     }

@@ -129,7 +129,7 @@ void page_set_idle_pass(bool (*fn)(void))
 
 /* One tick; *seq gets each zone's dirty_seq.  Returns whether there may
  * be more work without another free. */
-static bool purge_tick(unsigned long seq[MAX_NUMNODES])
+static bool purge_tick(unsigned long seq[PAGE_NR_ZONES])
 {
     unsigned long drained = 0;
     /* First the upper layer's idle pass: what it gives back reaches the
@@ -138,7 +138,7 @@ static bool purge_tick(unsigned long seq[MAX_NUMNODES])
     bool more = pass && pass();
     more |= pcp_drain_idle(pcp_seen, &drained);
     uint64_t now = os_now_ms_coarse();
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         if (zone_purge(&page_zones[n], now, (uint64_t)sk_opt.decay_ms, &seq[n]))
             more = true;
     __atomic_fetch_add(&page_purger.ticks, 1, __ATOMIC_RELAXED);
@@ -149,14 +149,14 @@ static bool purge_tick(unsigned long seq[MAX_NUMNODES])
 
 /* Nothing left that will age: go to sleep unless a free came in since
  * the tick (see the protocol above).  Returns whether work is still 0. */
-static bool purge_try_sleep(const unsigned long seq[MAX_NUMNODES])
+static bool purge_try_sleep(const unsigned long seq[PAGE_NR_ZONES])
 {
     __atomic_store_n(&page_purger.work, 0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&page_budget.kswapd_wanted, __ATOMIC_SEQ_CST)) {
         __atomic_store_n(&page_purger.work, 1, __ATOMIC_RELAXED);   /* a wake-up that found work 1 */
         return false;
     }
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         if (zone_dirtied_since(&page_zones[n], seq[n])) {
             __atomic_store_n(&page_purger.work, 1, __ATOMIC_RELAXED);
             return false;
@@ -185,7 +185,7 @@ static void purger_wait_work(void)
 static void *purger_main(void *arg)
 {
     (void)arg;
-    unsigned long seq[MAX_NUMNODES] = { 0 };
+    unsigned long seq[PAGE_NR_ZONES] = { 0 };
     for (;;) {
         purger_wait_work();
         os_exit_if_orphaned();
@@ -203,7 +203,7 @@ bool page_purger_wanted(void)
         return true;
     /* Pages in use (racy reads: a hint is enough). */
     unsigned long used = 0;
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         used += __atomic_load_n(&page_zones[n].managed_pages, __ATOMIC_RELAXED) -
                 __atomic_load_n(&page_zones[n].free_pages, __ATOMIC_RELAXED);
     return (long)used >= (long)PURGER_EAGER_PAGES;

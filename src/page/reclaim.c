@@ -288,7 +288,7 @@ size_t page_reclaim(uint64_t age_ms, bool drain)
     if (drain)
         page_drain_pcp();
     size_t pages = 0;
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct zone *z = &page_zones[n];
         lock_acquire(&z->lock);
         uint64_t now = os_now_ms_coarse();

@@ -32,12 +32,12 @@
 
 #include "shmem/shmem.h"
 
-struct lruvec shmem_lru[MAX_NUMNODES];
+struct lruvec shmem_lru[PAGE_NR_ZONES];
 static cpu_arrays_t lru_batches = cpu_empty_arrays;
 
 int lru_init(void)
 {
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         lock_reset(&shmem_lru[n].lock);
     cpu_arrays_t tab = cpu_arrays_alloc();
     if (!tab)

@@ -105,7 +105,7 @@ struct lruvec {
      * mark_page_accessed, demoted by aging, isolated by reclaim, put back. */
     unsigned long added, activated, deactivated, isolated, putback;
 };
-extern struct lruvec shmem_lru[MAX_NUMNODES] SK_INTERNAL;
+extern struct lruvec shmem_lru[PAGE_NR_ZONES] SK_INTERNAL;
 
 /* Pages per per-CPU batch (the kernel's PAGEVEC_SIZE of 2014). */
 #define LRU_BATCH 14
@@ -163,7 +163,7 @@ void swap_free(uint64_t slot);
 bool shmem_pageout(struct sk_page *pg);
 
 struct shmem_stats {
-    unsigned long active[MAX_NUMNODES], inactive[MAX_NUMNODES];
+    unsigned long active[PAGE_NR_ZONES], inactive[PAGE_NR_ZONES];
     unsigned long batched;             /* in per-CPU batches */
     unsigned long resident, swapped;   /* file pages in memory / in swap */
     unsigned long files;

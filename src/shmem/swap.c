@@ -134,15 +134,12 @@ static bool inactive_low(int node)
     return low;
 }
 
-/* Swap out inactive file pages (the tail first) while more(need) says
- * so, or until `most` are out; returns how many went out. */
-static unsigned long swap_out(bool (*more)(unsigned long), unsigned long need, unsigned long most)
+/* Swap out inactive file pages of one LRU (`node`: its zone's id) while
+ * more(need) says so, or until `most` are out; returns how many went out. */
+static unsigned long swap_out_node(int node, bool (*more)(unsigned long), unsigned long need, unsigned long most)
 {
-    lru_add_drain();
     unsigned long busy = 0, out = 0;
     bool drained_all = false;
-    /* File pages are allocated on node 0 (page_alloc's one node). */
-    const int node = 0;
     while (out < most && more(need)) {
         if (inactive_low(node))
             lru_shrink_active(node, RECLAIM_CLUSTER);
@@ -170,6 +167,18 @@ static unsigned long swap_out(bool (*more)(unsigned long), unsigned long need, u
         if (swap_broken || ++busy > 4 * RECLAIM_CLUSTER)
             break;                     /* busy pages or no swap: give up for now */
     }
+    return out;
+}
+
+/* swap_out_node over every node's LRU (file pages come from the slab zone
+ * of the writing CPU's node), this node's first. */
+static unsigned long swap_out(bool (*more)(unsigned long), unsigned long need, unsigned long most)
+{
+    lru_add_drain();
+    unsigned long out = 0;
+    unsigned home = page_node_here();
+    for (unsigned i = 0; i < page_nr_nodes && out < most && more(need); i++)
+        out += swap_out_node(ZONE_ID((home + i) % page_nr_nodes, ZONE_NORMAL), more, need, most - out);
     return out;
 }
 
@@ -222,7 +231,7 @@ void shmem_swap_init(void)
 void shmem_stats(struct shmem_stats *st)
 {
     memset(st, 0, sizeof *st);
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         struct lruvec *v = &shmem_lru[n];
         lock_acquire(&v->lock);
         st->active[n] = v->active.nr;
@@ -251,7 +260,7 @@ void sk_file_stats(FILE *out)
     unsigned long kb = SK_PAGE_SIZE >> 10;
     fprintf(out, "Files:          %8lu\n", st.files);
     fprintf(out, "Shmem:          %8lu kB\n", st.resident * kb);
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         if (!st.active[n] && !st.inactive[n] && n)
             continue;
         fprintf(out, "Node %d Active(file):   %8lu kB\n", n, st.active[n] * kb);

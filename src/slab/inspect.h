@@ -42,7 +42,7 @@
         SKI_OFF(slab_cpu, batch_in)), sizeof(struct slab_node)), SKI_OFF(slab_node, barn)),                 \
         SKI_OFF(slab_node, classic)), sizeof(struct sk_page)), SKI_OFF(sk_page, slab.counters)),            \
         sizeof(struct zone)), SKI_OFF(zone, managed_pages)), sizeof(struct pcp_set)),                       \
-        sizeof(struct slub_slot)), CPU_ARRAY_SHIFT), SK_STAT_NR), MAX_NUMNODES), SLAB_NAME_LEN),           \
+        sizeof(struct slub_slot)), CPU_ARRAY_SHIFT), SK_STAT_NR), PAGE_NR_ZONES), SLAB_NAME_LEN),           \
         PCP_MAX_ORDER), CPU_MAX_IDS), SKI_OFF(slab_cache, flags)), SKI_OFF(slab_cache, kofs)),              \
         SKI_OFF(slab_cache, dbg.track_off)), SKI_OFF(slab_cache, dbg.orig_off)), SKI_OFF(slab_cache, kmalloc)),     \
         SKI_OFF(slab_node, full)), sizeof(struct debug_track)), SK_DEBUG_U), SKI_OFF(slab_cpu, fresh_left))
@@ -54,7 +54,7 @@ struct sk_inspect {
     uint64_t layout;                   /* SK_INSPECT_LAYOUT */
     struct slab_cache *const *caches;  /* head of the list of caches */
     const int *nr_cpu_ids;             /* CPU ids with per-CPU state */
-    const struct zone *zones;          /* [MAX_NUMNODES] */
+    const struct zone *zones;          /* [PAGE_NR_ZONES] */
     const struct pcp_set *pcp;         /* per-CPU page lists */
     const size_t *vm_bytes;            /* address space reserved */
     const uintptr_t *free_key;         /* slab_free_key: marks a free object

@@ -137,7 +137,7 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
     pg->slab.freelist = NULL;
     pg->slab.counters = cnt.v;
     slab_mirror_owner(c, pg, cnt.owner);
-    struct slab_node *n = &c->node[pg->node];
+    struct slab_node *n = &c->node[slab_node_of(pg)];
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB | (lazy ? PG_FRESH : 0), __ATOMIC_RELEASE);
     *freelist = s_mem;
@@ -224,7 +224,7 @@ static void discard_now(struct slab_cache *c, struct sk_page *pg);
 
 void slab_discard(struct slab_cache *c, struct sk_page *pg)
 {
-    struct slab_node *n = &c->node[pg->node];
+    struct slab_node *n = &c->node[slab_node_of(pg)];
     __atomic_fetch_sub(&n->nr_slabs, 1, __ATOMIC_RELAXED);
     if (unlikely(c->rcu_keep)) {
         /* Readers may still look at its objects: after a grace period
@@ -440,7 +440,7 @@ static int put_cpu_partial(struct slab_cache *c, struct sk_page *pg, unsigned fr
  */
 int slab_free_chain(struct slab_cache *c, struct sk_page *pg, void *head, void *tail, unsigned cnt)
 {
-    struct slab_node *n = &c->node[pg->node];
+    struct slab_node *n = &c->node[slab_node_of(pg)];
     bool locked = false, was_frozen, whole;
     void *prior;
     union slab_counters old, new;
@@ -865,9 +865,9 @@ static const char *find_free(struct slab_cache *c, void *obj)
         if (array_has(slab_arrays(c), slot, obj))
             return "a per-CPU array";
     struct sk_page *pg = slab_head(page_of(obj));
-    struct slab_barn *b = &c->node[pg->node].barn;
+    struct slab_barn *b = &c->node[slab_node_of(pg)].barn;
     /* SLAB's shared array is under list_lock, as the kernel kept it. */
-    lock_t *bl = c->mode == SLAB_MODE_CLASSIC ? &c->node[pg->node].list_lock : &b->lock;
+    lock_t *bl = c->mode == SLAB_MODE_CLASSIC ? &c->node[slab_node_of(pg)].list_lock : &b->lock;
     bool found = false;
     if (__atomic_load_n(&b->count, __ATOMIC_RELAXED)) {
         lock_acquire(bl);
@@ -931,7 +931,7 @@ int slab_deactivate(struct slab_cache *c, struct sk_page *pg, void *head)
         tail = o;
         cnt++;
     }
-    struct slab_node *n = &c->node[pg->node];
+    struct slab_node *n = &c->node[slab_node_of(pg)];
     lock_acquire(&n->list_lock);
     union slab_counters old, new;
     void *prior;

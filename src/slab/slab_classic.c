@@ -252,7 +252,7 @@ static bool cache_grow(struct slab_cache *c)
         pg->slab.freelist = d;
         d->s_mem = s_mem;
         d->page = pg;
-        d->nodeid = pg->node;
+        d->nodeid = slab_node_of(pg);
         idx = (bufctl_t *)(d + 1);
     } else {
         d = desc_of(c, pg);                 /* the fields in the descriptor */
@@ -374,7 +374,7 @@ static void free_block_unlocked(struct slab_cache *c, void **objs, unsigned nr, 
 {
     if (!nr)
         return;
-    struct slab_node *n = &c->node[slab_page(objs[0])->node];
+    struct slab_node *n = &c->node[slab_node_of(slab_page(objs[0]))];
     lock_acquire(&n->list_lock);
     free_block(c, n, objs, nr, chain);
     lock_release(&n->list_lock);
@@ -595,7 +595,7 @@ int slab_classic_shrink(struct slab_cache *c)
 bool slab_classic_slab_has_free(struct slab_cache *c, void *obj)
 {
     struct sk_page *pg = slab_page(obj);
-    struct slab_node *n = &c->node[pg->node];
+    struct slab_node *n = &c->node[slab_node_of(pg)];
     bool found = false;
     lock_acquire(&n->list_lock);
     struct slab_desc *d = desc_of(c, pg);

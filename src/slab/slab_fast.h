@@ -135,15 +135,22 @@ void slab_free_suspect(struct slab_cache *c, void *obj, const char *call);
  * free (so the fast path keeps nothing live across a call). */
 void slab_free_marked(struct slab_cache *c, void *obj, const char *call);
 
+/* The node lists of c a slab page belongs to: its page's node, folded
+ * onto the SLAB_NR_NODES a cache keeps (one: every node's slabs share
+ * node 0's lists). */
+static inline unsigned slab_node_of(const struct sk_page *pg)
+{
+    return SLAB_NR_NODES == 1 ? 0 : page_nid(pg) % SLAB_NR_NODES;
+}
+
 /* The pages of a new slab of c (order c->order), NULL with errno ENOMEM.
- * From the page allocator's node-0 zone: a page of a node c keeps no
- * state for (c->node[SLAB_NR_NODES]) is a fatal error, not an index past
- * the array. */
+ * From the slab zone of the calling CPU's node (page_alloc): a page of
+ * another zone is a fatal error, not a slab among the large blocks. */
 static inline struct sk_page *slab_pages_alloc(const struct slab_cache *c)
 {
     struct sk_page *pg = page_alloc(c->order);
-    if (unlikely(pg && pg->node >= SLAB_NR_NODES))
-        os_fatal("slab page of node %u from the page allocator (%u nodes)", pg->node, SLAB_NR_NODES);
+    if (unlikely(pg && (pg->node & 1) != ZONE_NORMAL))
+        os_fatal("slab page from the page allocator's zone %u, not a node's slab zone", pg->node);
     return pg;
 }
 

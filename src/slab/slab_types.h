@@ -52,12 +52,12 @@ union slab_counters {
 
 #define SLAB_NO_OWNER 0xff
 
-/* Nodes a cache keeps state for.  Slabs come from the page allocator's
- * node-0 zone only (zone_here; zone slot 1 holds large blocks, never
- * slabs), so every slab page says node 0 and a cache needs one node's
- * lists, barn and counters: three more were 650 bytes of every cache
- * struct, seven pages of a process's 41 kmalloc caches.  The loops are
- * written for SLAB_NR_NODES, to be raised with the zones. */
+/* Nodes a cache keeps state for.  Slab pages come from the slab zone of
+ * the allocating CPU's node (the page allocator's nodes, src/page/node.c),
+ * but a cache keeps one node's lists, barn and counters, which the slabs
+ * of every node share (slab_node_of): three more were 650 bytes of every
+ * cache struct, seven pages of a process's 41 kmalloc caches.  The loops
+ * are written for SLAB_NR_NODES, to be raised when per-node lists pay. */
 #define SLAB_NR_NODES 1
 
 struct slab_cpu {                 /* one per cache per CPU, own cache line */

@@ -28,4 +28,11 @@
     "slabkit: pages managed %lu, free %lu (resident %lu), on per-CPU lists %lu, "               \
     "returned to the OS %lu; address space %zu MiB\n"
 
+/* With more than one node (numa_nodes, src/page/node.c), a line per node
+ * before the totals: its CPUs, and its zones' pages managed, in use (per-CPU
+ * lists included), free, and free but resident. */
+#define SLABINFO_NODE_LINE                                                                      \
+    "slabkit: node %u: cpus %lu, pages managed %lu, in use %lu, free %lu (resident %lu)\n"
+#define SLABINFO_NODES_MAX 4
+
 #endif

@@ -66,7 +66,7 @@ static inline void acct_no_purger(void)
     os_options_parse("background=0");
     /* Nor a trim at free (a process without the purger trims: reclaim.c):
      * these tests follow blocks, which a purge in between would move. */
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         page_zones[n].trim_pages = ~0ul >> 1;
 }
 
@@ -302,7 +302,7 @@ static inline unsigned long acct_all_freed(struct page_stats *st)
         smaller += st->free_blocks[o];
     /* A frontier slice's joined pages [0, n) merge into one block per
      * bit of n, not into one of order SK_MAX_ORDER. */
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         if (page_zones[n].frontier)
             smaller -= (unsigned long)__builtin_popcountl(page_zones[n].frontier_next);
     return smaller;
@@ -325,7 +325,7 @@ static inline void acct_end(void)
 static inline unsigned long acct_frontier_pages(void)
 {
     unsigned long pages = 0;
-    for (int n = 0; n < MAX_NUMNODES; n++)
+    for (int n = 0; n < PAGE_NR_ZONES; n++)
         if (page_zones[n].frontier)
             pages += page_zones[n].frontier_next;
     return pages;

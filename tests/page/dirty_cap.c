@@ -38,7 +38,7 @@ static char *blk[NBLK];
 static unsigned long purged_pages(void)
 {
     unsigned long n = 0;
-    for (int z = 0; z < MAX_NUMNODES; z++)
+    for (int z = 0; z < PAGE_NR_ZONES; z++)
         n += __atomic_load_n(&page_zones[z].purged_pages, __ATOMIC_RELAXED);
     return n;
 }
@@ -68,7 +68,7 @@ static double holes(void)
 static double dirty_mib(void)
 {
     unsigned long dirty = 0;
-    for (int z = 0; z < MAX_NUMNODES; z++)
+    for (int z = 0; z < PAGE_NR_ZONES; z++)
         dirty += page_zones[z].dirty_pages;
     return (double)(dirty << SK_PAGE_SHIFT) / MiB;
 }

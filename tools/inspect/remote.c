@@ -613,18 +613,29 @@ static int cache_info(const struct rmt *r, uintptr_t ca, const struct slab_cache
 static int read_totals(const struct rmt *r, int nr_ids, struct rmt_totals *t)
 {
     memset(t, 0, sizeof *t);
-    struct zone zones[MAX_NUMNODES];
+    struct zone zones[PAGE_NR_ZONES];
     struct pcp_set pcp;
     if (rmt_read(r, (uintptr_t)r->root.zones, zones, sizeof zones) != 0 ||
         rmt_read(r, (uintptr_t)r->root.pcp, &pcp, sizeof pcp) != 0 ||
         rmt_read(r, (uintptr_t)r->root.vm_bytes, &t->reserved_bytes, sizeof t->reserved_bytes) != 0)
         return -1;
-    for (int n = 0; n < MAX_NUMNODES; n++) {
+    for (int n = 0; n < PAGE_NR_ZONES; n++) {
         t->managed_pages += zones[n].managed_pages;
         t->free_pages += zones[n].free_pages;
         t->resident_pages += zones[n].dirty_pages;
         t->returned_pages += zones[n].purged_pages;
+        unsigned nid = zone_nid((unsigned)n);
+        if (nid < SLABINFO_NODES_MAX) {
+            t->node_managed[nid] += zones[n].managed_pages;
+            t->node_used[nid] += zones[n].managed_pages - zones[n].free_pages;
+            t->node_free[nid] += zones[n].free_pages;
+            t->node_resident[nid] += zones[n].dirty_pages;
+            if (zones[n].managed_pages && nid + 1 > t->nodes)
+                t->nodes = nid + 1;
+        }
     }
+    if (t->nodes < 2)
+        t->nodes = 0;     /* one node: the totals say it all */
     int approx = 0;
     for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
         if (pcp.lists[o])

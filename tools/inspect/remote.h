@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "slabkit.h"
+#include "slab/slabinfo_format.h"
 
 struct rmt;   /* an opened process */
 
@@ -39,6 +40,10 @@ struct rmt_cache {
 struct rmt_totals {
     unsigned long managed_pages, free_pages, resident_pages, pcp_pages, returned_pages;
     size_t reserved_bytes;   /* address space */
+    /* Per node, when more than one has pages (SLABINFO_NODE_LINE's). */
+    unsigned nodes;
+    unsigned long node_cpus[SLABINFO_NODES_MAX], node_managed[SLABINFO_NODES_MAX],
+        node_used[SLABINFO_NODES_MAX], node_free[SLABINFO_NODES_MAX], node_resident[SLABINFO_NODES_MAX];
 };
 
 /* A snapshot of every cache (creation order, *n of them, malloc'ed) and

@@ -93,14 +93,34 @@ static int read_file(struct source *s, char *err, size_t errlen)
     while (fgets(line, sizeof line, f)) {
         struct sk_cache_info info;
         struct rmt_totals t = { 0 };
+        unsigned node;
+        unsigned long ncpus, nmanaged, nused, nfree, nres;
         if (!strcmp(line, "slabinfo - version: 2.1\n")) {
             tables++;
             s->n = 0;   /* the last table wins */
             s->have_totals = 0;
+            memset(&s->totals, 0, sizeof s->totals);
             in_table = 1;
+        } else if (sscanf(line, SLABINFO_NODE_LINE, &node, &ncpus, &nmanaged, &nused, &nfree, &nres) == 6) {
+            if (node < SLABINFO_NODES_MAX) {
+                s->totals.node_cpus[node] = ncpus;
+                s->totals.node_managed[node] = nmanaged;
+                s->totals.node_used[node] = nused;
+                s->totals.node_free[node] = nfree;
+                s->totals.node_resident[node] = nres;
+                if (node + 1 > s->totals.nodes)
+                    s->totals.nodes = node + 1;
+            }
         } else if (sscanf(line, SLABINFO_TOTALS_LINE, &t.managed_pages, &t.free_pages, &t.resident_pages,
                           &t.pcp_pages, &t.returned_pages, &t.reserved_bytes) == 6) {
             t.reserved_bytes <<= 20;
+            /* The node lines came before it. */
+            t.nodes = s->totals.nodes;
+            memcpy(t.node_cpus, s->totals.node_cpus, sizeof t.node_cpus);
+            memcpy(t.node_managed, s->totals.node_managed, sizeof t.node_managed);
+            memcpy(t.node_used, s->totals.node_used, sizeof t.node_used);
+            memcpy(t.node_free, s->totals.node_free, sizeof t.node_free);
+            memcpy(t.node_resident, s->totals.node_resident, sizeof t.node_resident);
             s->totals = t;
             s->have_totals = 1;
             in_table = 0;
@@ -213,6 +233,12 @@ void source_print_totals(struct source *s, FILE *out)
     if (!s->have_totals)
         return;
     const struct rmt_totals *t = &s->totals;
+    /* The node lines as the exit report had them (a live process's zones
+     * give no CPUs: slabtop shows its nodes' pages). */
+    for (unsigned nid = 0; nid < t->nodes && nid < SLABINFO_NODES_MAX; nid++)
+        if (t->node_cpus[nid])
+            fprintf(out, SLABINFO_NODE_LINE, nid, t->node_cpus[nid], t->node_managed[nid], t->node_used[nid],
+                    t->node_free[nid], t->node_resident[nid]);
     fprintf(out, SLABINFO_TOTALS_LINE, t->managed_pages, t->free_pages, t->resident_pages, t->pcp_pages,
             t->returned_pages, t->reserved_bytes >> 20);
     /* On stderr: the table and its totals line keep the exit report's

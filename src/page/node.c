@@ -1,0 +1,232 @@
+/*
+ * node.c — nodes: which CPU belongs to which node, each node's zonelist
+ * and the zonelist cache, and binding a node's memory to it.
+ *
+ * Topology, read once by page_init: numa_nodes=0 (the default) takes the
+ * system's nodes from /sys/devices/system/node/nodeN/cpulist (one node
+ * when there is no such directory); numa_nodes=N splits the CPU ids into
+ * N runs of consecutive ids, so that one-node machines run the same zones,
+ * lists and fallbacks (their memory is not bound: there is one node's).
+ * At most PAGE_MAX_NODES; a system node beyond folds onto node % that.
+ *
+ * Zones: node n's are page_zones[2n] (ZONE_NORMAL: slab pages, page
+ * blocks, sk_file pages; the per-CPU page lists in front) and [2n + 1]
+ * (ZONE_LARGE: large blocks).  A request goes to the zone of its kind of
+ * the calling CPU's node, unless that node is full, then along the
+ * node's zonelist: n, n + 1, ..., n - 1 (by id: the kernel orders by
+ * distance, which a machine of two sockets, or this split, does not
+ * tell apart).  Full: under a memory budget, the node's headroom below
+ * its low mark (its share of the budget by CPUs: the kernel's per-zone
+ * watermarks); without one, a zone whose growth failed (no address
+ * space left).  The zonelist cache (zlc, after the kernel's
+ * zonelist_cache of 2.6.20-3.15) remembers a zone found full for
+ * ZLC_MS, so the next requests skip it without a look; the home zone is
+ * always looked at.  When every node is full the home zone takes the
+ * request, and the budget decides (budget.c).
+ *
+ * Binding: with the system's nodes (page_nodes_real), each slice a zone
+ * maps is bound to its node (mbind MPOL_PREFERRED: the kernel may still
+ * place pages elsewhere when the node is out of memory, as it would for
+ * any preferred policy).  A failure is ignored: placement is a hint.
+ *
+ * A block freed on a CPU of another node joins that CPU's per-CPU list
+ * (page_free stays a push) and serves it until the list drains, when it
+ * goes back to its own zone (pcp.c, zone_free_pages): the kernel keeps
+ * per-zone lists on every CPU instead.
+ *
+ * Invariants: page_nr_nodes and page_cpu_node are written once, by
+ * page_init under page_init_lock, before page_ready; zone->zlc_full_until
+ * is a hint (relaxed).  No lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "page/page_internal.h"
+
+_Static_assert(PAGE_MAX_NODES == SK_NUMA_NODES_MAX, "numa_nodes' range is the zones'");
+
+unsigned page_nr_nodes = 1;
+bool page_nodes_real;
+uint8_t page_cpu_node[CPU_MAX_IDS + 1];
+unsigned long page_node_fallbacks;   /* statistics (relaxed) */
+
+/* How long a zone found full is skipped (the kernel's zlc: a second). */
+#define ZLC_MS 1000
+
+static ssize_t read_text(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
+
+static const char *parse_uint(const char *s, unsigned long *v)
+{
+    unsigned long x = 0;
+    if (*s < '0' || *s > '9')
+        return NULL;
+    while (*s >= '0' && *s <= '9')
+        x = x * 10 + (unsigned long)(*s++ - '0');
+    *v = x;
+    return s;
+}
+
+/* Mark the CPUs of a cpulist ("0-3,8-11") as node nid's; returns how
+ * many were in range. */
+static unsigned cpulist_mark(const char *s, unsigned nid)
+{
+    unsigned marked = 0;
+    while (*s && *s != '\n') {
+        unsigned long lo, hi;
+        if (!(s = parse_uint(s, &lo)))
+            break;
+        hi = lo;
+        if (*s == '-' && !(s = parse_uint(s + 1, &hi)))
+            break;
+        for (unsigned long c = lo; c <= hi && c < (unsigned long)cpu_nr_ids; c++, marked++)
+            page_cpu_node[c] = (uint8_t)nid;
+        if (*s == ',')
+            s++;
+    }
+    return marked;
+}
+
+/* The system's nodes: how many (1 when sysfs has none). */
+static unsigned system_nodes(void)
+{
+    unsigned nodes = 1;
+    char path[64], buf[1024];
+    for (unsigned n = 0; n < 1024; n++) {
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%u/cpulist", n);
+        if (read_text(path, buf, sizeof buf) < 0) {
+            if (n >= 64)
+                break;      /* node ids may have holes; not that many */
+            continue;
+        }
+        if (cpulist_mark(buf, n % PAGE_MAX_NODES) && n + 1 > nodes)
+            nodes = n + 1;
+    }
+    return nodes > PAGE_MAX_NODES ? PAGE_MAX_NODES : nodes;
+}
+
+void node_init(void)
+{
+    memset(page_cpu_node, 0, sizeof page_cpu_node);
+    long want = sk_opt.numa_nodes;
+    unsigned ids = cpu_nr_ids > 0 ? (unsigned)cpu_nr_ids : 1;
+    if (want > 0) {
+        unsigned nodes = (unsigned)want < ids ? (unsigned)want : ids;
+        for (unsigned c = 0; c < ids; c++)
+            page_cpu_node[c] = (uint8_t)(c * nodes / ids);
+        page_nr_nodes = nodes;
+        page_nodes_real = false;
+    } else {
+        page_nr_nodes = system_nodes();
+        page_nodes_real = page_nr_nodes > 1;
+    }
+    for (unsigned n = 0; n < PAGE_NR_ZONES; n++)
+        page_zones[n].zlc_full_until = 0;
+}
+
+unsigned page_node_here(void)
+{
+    if (likely(page_nr_nodes == 1))
+        return 0;
+    return page_cpu_node[cpu_current()];
+}
+
+struct zone *zone_of_node(unsigned nid, unsigned kind)
+{
+    return &page_zones[ZONE_ID(nid, kind)];
+}
+
+struct zone *zone_here(void)
+{
+    return zone_of_node(page_node_here(), ZONE_NORMAL);
+}
+
+struct zone *zone_large(void)
+{
+    return zone_of_node(page_node_here(), ZONE_LARGE);
+}
+
+static bool zlc_full(const struct zone *z, uint64_t now)
+{
+    return now < __atomic_load_n(&z->zlc_full_until, __ATOMIC_RELAXED);
+}
+
+void zlc_mark_full(struct zone *z)
+{
+    if (page_nr_nodes > 1)
+        __atomic_store_n(&z->zlc_full_until, os_now_ms_coarse() + ZLC_MS, __ATOMIC_RELAXED);
+}
+
+struct zone *zonelist_pick(unsigned kind, unsigned long pages)
+{
+    unsigned home = page_node_here();
+    if (likely(page_nr_nodes == 1))
+        return zone_of_node(0, kind);
+    uint64_t now = os_now_ms_coarse();
+    for (unsigned i = 0; i < page_nr_nodes; i++) {
+        unsigned nid = (home + i) % page_nr_nodes;
+        struct zone *z = zone_of_node(nid, kind);
+        if (i && zlc_full(z, now))
+            continue;
+        if (!page_node_below_low(nid, pages)) {
+            if (i)
+                __atomic_fetch_add(&page_node_fallbacks, 1, __ATOMIC_RELAXED);
+            return z;
+        }
+        zlc_mark_full(z);
+    }
+    return zone_of_node(home, kind);
+}
+
+/* mbind(2), through syscall: glibc has no wrapper (libnuma has). */
+#define SK_MPOL_PREFERRED 1
+
+void page_node_bind(struct vm_slice *s, size_t bytes, unsigned nid)
+{
+    if (!page_nodes_real)
+        return;
+    unsigned long mask = 1ul << nid;
+    /* Best effort: placement is a hint, and a kernel without NUMA says
+     * ENOSYS. */
+    (void)syscall(SYS_mbind, (void *)s->base, bytes, SK_MPOL_PREFERRED, &mask, sizeof mask * 8, 0u);
+}
+
+unsigned long page_node_cpus(unsigned nid)
+{
+    unsigned long n = 0;
+    for (int c = 0; c < cpu_nr_ids; c++)
+        n += page_cpu_node[c] == nid;
+    return n;
+}
+
+void page_node_stats(unsigned nid, struct page_node_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (nid >= page_nr_nodes)
+        return;
+    st->cpus = page_node_cpus(nid);
+    for (unsigned kind = ZONE_NORMAL; kind <= ZONE_LARGE; kind++) {
+        const struct zone *z = zone_of_node(nid, kind);
+        unsigned long managed = __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED);
+        unsigned long free = __atomic_load_n(&z->free_pages, __ATOMIC_RELAXED);
+        st->managed_pages += managed;
+        st->free_pages += free;
+        st->dirty_pages += __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
+        st->used_pages += managed > free ? managed - free : 0;
+    }
+    st->full = zlc_full(zone_of_node(nid, ZONE_NORMAL), os_now_ms_coarse());
+}
