@@ -162,8 +162,7 @@ int os_purge(void *p, size_t size) { return madvise(p, size, MADV_DONTNEED); }
 int os_advise_huge(void *p, size_t size) { return madvise(p, size, MADV_HUGEPAGE); }
 int os_advise_nohuge(void *p, size_t size) { return madvise(p, size, MADV_NOHUGEPAGE); }
 
-/* Read a small file into buf (NUL-terminated): bytes read or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t len)
+ssize_t os_read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -229,17 +228,17 @@ static bool parse_ull(const char *s, unsigned long long *v)
 unsigned long long os_cgroup_memory_limit(void)
 {
     char buf[1024], path[512], file[768], val[64];
-    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
+    if (os_read_small("/proc/self/cgroup", buf, sizeof buf) <= 0)
         return 0;
     unsigned long long v = 0;
     if (cgroup_path(buf, false, path, sizeof path)) {
         snprintf(file, sizeof file, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", path);
-        if (read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
+        if (os_read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
             return v >= (1ull << 60) ? 0 : v;    /* v1's "unlimited" is near 2^63 */
     }
     if (cgroup_path(buf, true, path, sizeof path)) {
         snprintf(file, sizeof file, "/sys/fs/cgroup%s/memory.max", path);
-        if (read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
+        if (os_read_small(file, val, sizeof val) > 0 && parse_ull(val, &v))
             return v;
     }
     return 0;
@@ -254,7 +253,7 @@ size_t os_limit_room(void)
         return SIZE_MAX;
     char buf[160];
     unsigned long size, res, shared, text, lib, dat;
-    if (read_small("/proc/self/statm", buf, sizeof buf) < 0 ||
+    if (os_read_small("/proc/self/statm", buf, sizeof buf) < 0 ||
         sscanf(buf, "%lu %lu %lu %lu %lu %lu", &size, &res, &shared, &text, &lib, &dat) != 6)
         return 0;
     size_t room = SIZE_MAX, used_as = size * SK_PAGE_SIZE, used_data = dat * SK_PAGE_SIZE;
@@ -276,7 +275,7 @@ enum os_thp os_thp_mode(void)
         return (enum os_thp)cached;
     char buf[128];
     int m = OS_THP_NEVER;
-    if (read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
+    if (os_read_small("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) > 0) {
         if (strstr(buf, "[always]"))
             m = OS_THP_ALWAYS;
         else if (strstr(buf, "[madvise]"))
@@ -345,7 +344,7 @@ int os_nr_cpu_ids(void)
         return cached;
     char buf[256];
     int v = 0;
-    if (read_small("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0)
+    if (os_read_small("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0)
         v = parse_cpu_list(buf);
     if (v <= 0)
         v = (int)sysconf(_SC_NPROCESSORS_CONF);

@@ -90,6 +90,9 @@ size_t os_limit_bytes(void);
  * RLIMIT_DATA less the data size (/proc/self/statm); SIZE_MAX without
  * a limit, 0 when it cannot be read. */
 size_t os_limit_room(void);
+/* Read a small file (/proc, /sys) into buf, NUL-terminated, without
+ * allocating: bytes read, or -1. */
+ssize_t os_read_small(const char *path, char *buf, size_t len);
 /* The memory limit of the process's cgroup in bytes: v2's memory.max, or
  * v1's memory.limit_in_bytes; 0 when there is none (unset, "max", or
  * unreadable).  Reads /proc and /sys without allocating. */

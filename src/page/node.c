@@ -39,7 +39,6 @@
  * is a hint (relaxed).  No lock.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -56,19 +55,6 @@ unsigned long page_node_fallbacks;   /* statistics (relaxed) */
 
 /* How long a zone found full is skipped (the kernel's zlc: a second). */
 #define ZLC_MS 1000
-
-static ssize_t read_text(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = 0;
-    return n;
-}
 
 static const char *parse_uint(const char *s, unsigned long *v)
 {
@@ -108,7 +94,7 @@ static unsigned system_nodes(void)
     char path[64], buf[1024];
     for (unsigned n = 0; n < 1024; n++) {
         snprintf(path, sizeof path, "/sys/devices/system/node/node%u/cpulist", n);
-        if (read_text(path, buf, sizeof buf) < 0) {
+        if (os_read_small(path, buf, sizeof buf) < 0) {
             if (n >= 64)
                 break;      /* node ids may have holes; not that many */
             continue;
