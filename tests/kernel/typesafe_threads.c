@@ -7,8 +7,9 @@
  * the cache, so pushes race pushes and a release; the grace callback
  * yields, widening the window.  No object may be handed out twice (each
  * carries its holder's tag until freed), none may be lost, and at the end
- * one shrink gives every slab back.  Also under ThreadSanitizer (TSAN:
- * yes: the lock fallback, rseq off).
+ * one shrink gives every slab back.  Also under ThreadSanitizer, in the
+ * lock fallback with rseq off.
+ * TSAN: yes
  */
 #define _GNU_SOURCE
 #include <pthread.h>
