@@ -108,7 +108,10 @@ SK_API size_t sk_trim(void);
  * mappings) against a limit: mem_limit_mb, or the cgroup's memory limit.
  * Below the low watermark of headroom (limit - charged) a background
  * reclaimer gives memory back up to high; an allocation that would go
- * below min reclaims first, and fails with ENOMEM if it cannot. */
+ * below min reclaims first.  Under a hard budget (mem_limit_mb=N,
+ * sk_mem_budget_set) it then fails with ENOMEM if it cannot; under the
+ * cgroup's (soft) it goes on, and the kernel's memory controller, which
+ * counts touched pages only, decides, as for glibc's malloc. */
 struct sk_mem_budget {
     size_t limit;                   /* bytes; 0: no budget */
     size_t min, low, high;          /* watermarks of headroom, bytes */
@@ -120,10 +123,12 @@ struct sk_mem_budget {
     unsigned long direct_reclaims;  /* allocations that reclaimed before going on */
     size_t direct_reclaimed;        /* bytes they gave back */
     unsigned long below_min;        /* allocations let below min (__GFP_HIGH, GFP_ATOMIC) */
-    unsigned long refused;          /* allocations refused: past their watermark */
+    unsigned long refused;          /* allocations refused: past their watermark (hard) */
+    unsigned long overruns;         /* allocations let past it (soft: the cgroup's limit) */
+    int hard;                       /* 1: mem_limit_mb or sk_mem_budget_set; 0: the cgroup's */
 };
 SK_API void sk_mem_budget(struct sk_mem_budget *out);
-/* Set the limit in bytes (0: none), and with it the watermarks. */
+/* Set a hard limit in bytes (0: none), and with it the watermarks. */
 SK_API void sk_mem_budget_set(size_t bytes);
 
 /* ---- statistics --------------------------------------------------------- */

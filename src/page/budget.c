@@ -30,7 +30,12 @@
  *  - below it: direct reclaim, unless the context forbids it
  *    (PAGE_ALLOC_NORECLAIM: GFP_NOWAIT, GFP_ATOMIC): every free dirty
  *    page is purged (this layer's own reclaim), then the mark is weighed
- *    again; refused (ENOMEM) if still below.  What upper layers keep
+ *    again; refused (ENOMEM) if still below, under a hard budget
+ *    (mem_limit_mb=N, sk_mem_budget_set).  A soft one (the cgroup's
+ *    limit, by default) lets it go on and counts an overrun: the kernel's
+ *    memory controller enforces that limit on touched pages, and a block
+ *    mapped but never touched, which glibc's malloc would give, must not
+ *    fail here.  What upper layers keep
  *    (empty slabs in caches, sk_file pages that can be swapped) they give
  *    back in their own retry, where no lock is held (slab_release_all,
  *    the kernel API's retry, shmem_reclaim), and to the purger through
@@ -84,8 +89,9 @@ static unsigned long isqrt(unsigned long x)
     return r;
 }
 
-void page_budget_set(unsigned long long bytes)
+void page_budget_set(unsigned long long bytes, bool hard)
 {
+    __atomic_store_n(&page_budget.hard, hard, __ATOMIC_RELAXED);
     unsigned long limit = (unsigned long)(bytes >> SK_PAGE_SHIFT);
     unsigned long min = 0;
     if (limit) {
@@ -107,12 +113,12 @@ void page_budget_set(unsigned long long bytes)
 void budget_init(void)
 {
     long mb = sk_opt.mem_limit_mb;
-    unsigned long long bytes = 0;
     if (mb > 0)
-        bytes = (unsigned long long)mb << 20;
+        page_budget_set((unsigned long long)mb << 20, true);
     else if (mb < 0)
-        bytes = os_cgroup_memory_limit();
-    page_budget_set(bytes);
+        page_budget_set(os_cgroup_memory_limit(), false);   /* the kernel enforces it: soft here */
+    else
+        page_budget_set(0, false);
 }
 
 unsigned long page_charged(void)
@@ -196,6 +202,15 @@ bool page_budget_admit(unsigned long pages)
                 stat_inc(&page_budget.below_min);
             return true;
         }
+    }
+    if (!__atomic_load_n(&page_budget.hard, __ATOMIC_RELAXED)) {
+        /* The cgroup's limit: reclaim was done or asked for, but the
+         * kernel's memory controller decides, counting only the pages
+         * touched (a block mapped and never touched costs it nothing), as
+         * it does for glibc's malloc: refusing here would fail programs
+         * glibc runs. */
+        stat_inc(&page_budget.overruns);
+        return true;
     }
     stat_inc(&page_budget.refused);
     return false;
@@ -292,4 +307,6 @@ void page_budget_stats(struct page_budget_stats *st)
     st->direct_pages_reclaimed = __atomic_load_n(&page_budget.direct_pages_reclaimed, __ATOMIC_RELAXED);
     st->below_min = __atomic_load_n(&page_budget.below_min, __ATOMIC_RELAXED);
     st->refused = __atomic_load_n(&page_budget.refused, __ATOMIC_RELAXED);
+    st->overruns = __atomic_load_n(&page_budget.overruns, __ATOMIC_RELAXED);
+    st->hard = __atomic_load_n(&page_budget.hard, __ATOMIC_RELAXED);
 }

@@ -473,15 +473,17 @@ struct page_budget {
     unsigned long wmark[PAGE_NR_WMARKS];   /* headroom marks, pages */
     unsigned long direct_pages;         /* kmalloc's direct mappings, charged */
     uint32_t kswapd_wanted;             /* the purger is asked to reclaim to high */
+    bool hard;                          /* refuse past the mark (mem_limit_mb); else the cgroup's: overrun */
     /* statistics (relaxed) */
     unsigned long kswapd_wakes, kswapd_runs, kswapd_pages;
-    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused;
+    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused, overruns;
 };
 extern struct page_budget page_budget SK_INTERNAL;
 /* From mem_limit_mb, or the cgroup's limit (page_init). */
 void budget_init(void);
-/* Set the budget to `bytes` (0: none) and its watermarks. */
-void page_budget_set(unsigned long long bytes);
+/* Set the budget to `bytes` (0: none) and its watermarks; hard: refuse
+ * past the mark, else only reclaim (the cgroup's limit). */
+void page_budget_set(unsigned long long bytes, bool hard);
 /* Pages charged against the budget (racy reads: a snapshot). */
 unsigned long page_charged(void);
 /* Whether a request of `pages` that may grow the resident memory may go
@@ -516,7 +518,8 @@ bool budget_background(void);
 struct page_budget_stats {
     unsigned long limit, wmark[PAGE_NR_WMARKS], charged, direct_pages;
     unsigned long kswapd_wakes, kswapd_runs, kswapd_pages;
-    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused;
+    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused, overruns;
+    bool hard;
 };
 void page_budget_stats(struct page_budget_stats *st);
 

@@ -665,11 +665,13 @@ void sk_mem_budget(struct sk_mem_budget *out)
     out->direct_reclaimed = st.direct_pages_reclaimed << SK_PAGE_SHIFT;
     out->below_min = st.below_min;
     out->refused = st.refused;
+    out->overruns = st.overruns;
+    out->hard = st.hard;
 }
 
 void sk_mem_budget_set(size_t bytes)
 {
     if (slab_init() != 0)
         return;
-    page_budget_set(bytes);
+    page_budget_set(bytes, true);
 }

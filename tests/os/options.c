@@ -235,7 +235,9 @@ int main(void)
     sk_opt = defaults;
     is(parse_capture("slab_mgmt=onslab,allocator=slab"), 0, "slab_mgmt before allocator=slab: no warning");
     sk_opt = defaults;
-    is(parse_capture("kfence_pages=10,debug_caches=kmalloc-64,debug_continue,swap_file=/tmp/s"), 4,
+    /* mem_limit_mb=0: the default would take the cgroup's limit where there
+     * is one, and swap_file then serves the budget. */
+    is(parse_capture("kfence_pages=10,debug_caches=kmalloc-64,debug_continue,swap_file=/tmp/s,mem_limit_mb=0"), 4,
        "kfence_pages, debug_caches, debug_continue, swap_file alone: four warnings");
     sk_opt = defaults;
     is(parse_capture("kfence=100,kfence_pages=10,debug=FZ,debug_caches=kmalloc-64,debug_continue"), 0,

@@ -20,6 +20,8 @@
  *  - background reclaim: in a threaded process, 16 KiB blocks that take
  *    the headroom below low (but not min) wake the purger, which brings it
  *    back to high by purging 16 MiB of free pages no block could use;
+ *  - a soft budget (the cgroup's limit, by default) refuses nothing: 80
+ *    MiB of blocks under 64 MiB, each past the mark an overrun;
  *  - no budget (0): nothing is refused.
  */
 #define _GNU_SOURCE
@@ -289,21 +291,40 @@ static void test_background(void)
         sk_free_pages(holes[i], 0);
 }
 
+/* The cgroup's limit is a soft budget (page_budget_set(.., false), as
+ * mem_limit_mb=-1 sets it): the same reclaim, but nothing refused, as
+ * the kernel's memory controller counts touched pages only. */
+static void test_soft(void)
+{
+    page_budget_set(LIMIT, false);
+    struct sk_mem_budget s = budget();
+    size_t n = 0;
+    while (n < 80 && (blocks[n] = sk_malloc(MiB)))
+        n++;
+    struct sk_mem_budget t = budget();
+    ok(!t.hard && n == 80 && t.refused == s.refused && t.overruns > s.overruns,
+       "a soft budget (the cgroup's): 80 MiB of blocks under 64 MiB all given, %lu overruns, none refused",
+       t.overruns - s.overruns);
+    for (size_t i = 0; i < n; i++)
+        sk_free(blocks[i]);
+}
+
 int main(void)
 {
-    plan(18);
+    plan(19);
     if (page_init() != 0)
         BAIL("page_init");
     sk_free(sk_malloc(1));
     sk_mem_budget_set(LIMIT);
     struct sk_mem_budget b = budget();
-    ok(b.limit == LIMIT && b.min == MiB && b.low == MiB + MiB / 4 && b.high == MiB + MiB / 2,
-       "64 MiB: min %zu KiB, low %zu KiB, high %zu KiB (min_free_kbytes' rule)", b.min >> 10, b.low >> 10,
+    ok(b.hard && b.limit == LIMIT && b.min == MiB && b.low == MiB + MiB / 4 && b.high == MiB + MiB / 2,
+       "64 MiB, hard (sk_mem_budget_set): min %zu KiB, low %zu KiB, high %zu KiB (min_free_kbytes' rule)", b.min >> 10, b.low >> 10,
        b.high >> 10);
     test_reclaimable();
     test_limit();
     test_gfp();
     test_background();
+    test_soft();
     sk_mem_budget_set(0);
     void *p = sk_malloc(80 * MiB);
     ok(p != NULL && budget().limit == 0, "no budget: 80 MiB at once");
