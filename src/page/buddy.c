@@ -769,14 +769,10 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
 {
     unsigned got = 0;
-    if (unlikely(page_budget_on())) {
-        /* Under a budget, a refill takes no more than it needs when memory
-         * is short: one block past low, none past the mark. */
-        if (page_budget_below(PAGE_WMARK_LOW, (unsigned long)n << order))
-            n = 1;
-        if (!page_budget_admit(1ul << order))
-            return 0;
-    }
+    /* Under a budget, a refill takes no more than it needs when memory
+     * is short: one block past low, none past the mark. */
+    if (unlikely(page_budget_on()) && !(n = page_budget_blocks(n, order)))
+        return 0;
     for (bool first = true; got < n; first = false) {
         unsigned long span;
         lock_acquire(&z->lock);

@@ -124,14 +124,8 @@ void budget_init(void)
 unsigned long page_charged(void)
 {
     unsigned long charged = __atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
-    /* Racy reads (each counter is stored atomically under its zone's
-     * lock): a snapshot mid-update is off by one block, for one look. */
-    for (int n = 0; n < PAGE_NR_ZONES; n++) {
-        const struct zone *z = &page_zones[n];
-        charged += __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) -
-                   __atomic_load_n(&z->free_pages, __ATOMIC_RELAXED) +
-                   __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
-    }
+    for (unsigned n = 0; n < ZONE_ID(page_nr_nodes, 0); n++)
+        charged += zone_charged(&page_zones[n]);
     return charged;
 }
 
@@ -177,6 +171,17 @@ static unsigned long reclaim_pages(void)
     return page_reclaim(0, false) >> SK_PAGE_SHIFT;
 }
 
+/* Whether headroom `after` is at or above `mark`; a grant below min (a
+ * context allowed into the reserve) is counted. */
+static bool granted(long after, long mark)
+{
+    if (after < mark)
+        return false;
+    if (after < (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_MIN], __ATOMIC_RELAXED))
+        stat_inc(&page_budget.below_min);   /* ALLOC_HIGH / HARDER dipped into the reserve */
+    return true;
+}
+
 bool page_budget_admit(unsigned long pages)
 {
     long after = headroom_after(pages);
@@ -186,22 +191,13 @@ bool page_budget_admit(unsigned long pages)
     if (!(ctx & PAGE_ALLOC_NO_WATERMARKS))
         wake_kswapd();
     long mark = budget_mark(ctx);
-    long min = (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_MIN], __ATOMIC_RELAXED);
-    if (after >= mark) {
-        if (after < min)
-            stat_inc(&page_budget.below_min);   /* ALLOC_HIGH / HARDER dipped into the reserve */
+    if (granted(after, mark))
         return true;
-    }
     if (!(ctx & PAGE_ALLOC_NORECLAIM)) {
         stat_inc(&page_budget.direct_reclaims);
-        unsigned long got = reclaim_pages();
-        __atomic_fetch_add(&page_budget.direct_pages_reclaimed, got, __ATOMIC_RELAXED);
-        after = headroom_after(pages);
-        if (after >= mark) {
-            if (after < min)
-                stat_inc(&page_budget.below_min);
+        __atomic_fetch_add(&page_budget.direct_pages_reclaimed, reclaim_pages(), __ATOMIC_RELAXED);
+        if (granted(headroom_after(pages), mark))
             return true;
-        }
     }
     if (!__atomic_load_n(&page_budget.hard, __ATOMIC_RELAXED)) {
         /* The cgroup's limit: reclaim was done or asked for, but the
@@ -216,18 +212,25 @@ bool page_budget_admit(unsigned long pages)
     return false;
 }
 
+unsigned page_budget_blocks(unsigned n, unsigned order)
+{
+    if (headroom_after((unsigned long)n << order) >=
+        (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED))
+        return n;
+    return page_budget_admit(1ul << order) ? 1 : 0;
+}
+
 bool page_node_below_low(unsigned nid, unsigned long pages)
 {
     unsigned long limit = __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED);
     if (likely(!limit) || page_nr_nodes == 1)
         return false;
     /* The node's share of the budget and of its marks, by its CPUs. */
-    unsigned long cpus = page_node_cpus(nid), all = (unsigned long)(cpu_nr_ids > 0 ? cpu_nr_ids : 1);
+    unsigned long cpus = page_node_ncpus[nid], all = (unsigned long)(cpu_nr_ids > 0 ? cpu_nr_ids : 1);
     unsigned long share = limit * cpus / all;
     unsigned long low = __atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED) * cpus / all;
-    struct page_node_stats st;
-    page_node_stats(nid, &st);
-    return (long)share - (long)(st.used_pages + st.dirty_pages) - (long)pages < (long)low;
+    unsigned long charged = zone_charged(zone_of_node(nid, ZONE_NORMAL)) + zone_charged(zone_of_node(nid, ZONE_LARGE));
+    return (long)share - (long)charged - (long)pages < (long)low;
 }
 
 bool page_budget_below(unsigned wmark, unsigned long pages)
@@ -237,9 +240,9 @@ bool page_budget_below(unsigned wmark, unsigned long pages)
     return headroom_after(pages) < (long)__atomic_load_n(&page_budget.wmark[wmark], __ATOMIC_RELAXED);
 }
 
-void page_budget_direct(long pages)
+long page_budget_direct(long pages)
 {
-    __atomic_fetch_add(&page_budget.direct_pages, (unsigned long)pages, __ATOMIC_RELAXED);
+    return (long)__atomic_add_fetch(&page_budget.direct_pages, (unsigned long)pages, __ATOMIC_RELAXED);
 }
 
 void page_register_shrinker(unsigned long (*fn)(unsigned long nr))
@@ -267,10 +270,10 @@ unsigned long page_run_shrinkers(unsigned long nr)
     return got;
 }
 
-bool budget_background(void)
+void budget_background(void)
 {
     if (!__atomic_load_n(&page_budget.kswapd_wanted, __ATOMIC_ACQUIRE))
-        return false;
+        return;
     long high = (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_HIGH], __ATOMIC_RELAXED);
     stat_inc(&page_budget.kswapd_runs);
     /* Cheapest first: purge what is free; then the upper layers'
@@ -289,24 +292,45 @@ bool budget_background(void)
             break;
     }
     __atomic_store_n(&page_budget.kswapd_wanted, 0, __ATOMIC_RELEASE);
-    return false;
 }
 
-void page_budget_stats(struct page_budget_stats *st)
+/* ---- the API (slabkit.h) ---- */
+
+static size_t bytes_of(const unsigned long *pages)
 {
-    memset(st, 0, sizeof *st);
-    st->limit = __atomic_load_n(&page_budget.limit, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < PAGE_NR_WMARKS; i++)
-        st->wmark[i] = __atomic_load_n(&page_budget.wmark[i], __ATOMIC_RELAXED);
-    st->charged = st->limit ? page_charged() : 0;
-    st->direct_pages = __atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
-    st->kswapd_wakes = __atomic_load_n(&page_budget.kswapd_wakes, __ATOMIC_RELAXED);
-    st->kswapd_runs = __atomic_load_n(&page_budget.kswapd_runs, __ATOMIC_RELAXED);
-    st->kswapd_pages = __atomic_load_n(&page_budget.kswapd_pages, __ATOMIC_RELAXED);
-    st->direct_reclaims = __atomic_load_n(&page_budget.direct_reclaims, __ATOMIC_RELAXED);
-    st->direct_pages_reclaimed = __atomic_load_n(&page_budget.direct_pages_reclaimed, __ATOMIC_RELAXED);
-    st->below_min = __atomic_load_n(&page_budget.below_min, __ATOMIC_RELAXED);
-    st->refused = __atomic_load_n(&page_budget.refused, __ATOMIC_RELAXED);
-    st->overruns = __atomic_load_n(&page_budget.overruns, __ATOMIC_RELAXED);
-    st->hard = __atomic_load_n(&page_budget.hard, __ATOMIC_RELAXED);
+    return __atomic_load_n(pages, __ATOMIC_RELAXED) << SK_PAGE_SHIFT;
+}
+
+static unsigned long count_of(const unsigned long *c)
+{
+    return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
+void sk_mem_budget(struct sk_mem_budget *out)
+{
+    memset(out, 0, sizeof *out);
+    if (page_init() != 0)
+        return;
+    const struct page_budget *b = &page_budget;
+    out->limit = (size_t)__atomic_load_n(&b->limit, __ATOMIC_ACQUIRE) << SK_PAGE_SHIFT;
+    out->min = bytes_of(&b->wmark[PAGE_WMARK_MIN]);
+    out->low = bytes_of(&b->wmark[PAGE_WMARK_LOW]);
+    out->high = bytes_of(&b->wmark[PAGE_WMARK_HIGH]);
+    out->charged = page_charged() << SK_PAGE_SHIFT;
+    out->direct = bytes_of(&b->direct_pages);
+    out->kswapd_wakes = count_of(&b->kswapd_wakes);
+    out->kswapd_runs = count_of(&b->kswapd_runs);
+    out->kswapd_reclaimed = bytes_of(&b->kswapd_pages);
+    out->direct_reclaims = count_of(&b->direct_reclaims);
+    out->direct_reclaimed = bytes_of(&b->direct_pages_reclaimed);
+    out->below_min = count_of(&b->below_min);
+    out->refused = count_of(&b->refused);
+    out->overruns = count_of(&b->overruns);
+    out->hard = __atomic_load_n(&b->hard, __ATOMIC_RELAXED);
+}
+
+void sk_mem_budget_set(size_t bytes)
+{
+    if (page_init() == 0)
+        page_budget_set(bytes, true);
 }

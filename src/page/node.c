@@ -18,11 +18,12 @@
  * tell apart).  Full: under a memory budget, the node's headroom below
  * its low mark (its share of the budget by CPUs: the kernel's per-zone
  * watermarks); without one, a zone whose growth failed (no address
- * space left).  The zonelist cache (zlc, after the kernel's
+ * space left): the request then goes on to the next zone
+ * (zonelist_alloc).  The zonelist cache (zlc, after the kernel's
  * zonelist_cache of 2.6.20-3.15) remembers a zone found full for
- * ZLC_MS, so the next requests skip it without a look; the home zone is
- * always looked at.  When every node is full the home zone takes the
- * request, and the budget decides (budget.c).
+ * ZLC_MS, so the next requests skip it without a look.  When every node
+ * is full the home zone takes the request, and the budget decides
+ * (budget.c).
  *
  * Binding: with the system's nodes (page_nodes_real), each slice a zone
  * maps is bound to its node (mbind MPOL_PREFERRED: the kernel may still
@@ -51,6 +52,7 @@ _Static_assert(PAGE_MAX_NODES == SK_NUMA_NODES_MAX, "numa_nodes' range is the zo
 unsigned page_nr_nodes = 1;
 bool page_nodes_real;
 uint8_t page_cpu_node[CPU_MAX_IDS + 1];
+unsigned page_node_ncpus[PAGE_MAX_NODES];
 unsigned long page_node_fallbacks;   /* statistics (relaxed) */
 
 /* How long a zone found full is skipped (the kernel's zlc: a second). */
@@ -120,6 +122,9 @@ void node_init(void)
         page_nr_nodes = system_nodes();
         page_nodes_real = page_nr_nodes > 1;
     }
+    memset(page_node_ncpus, 0, sizeof page_node_ncpus);
+    for (unsigned c = 0; c < ids; c++)
+        page_node_ncpus[page_cpu_node[c]]++;
     for (unsigned n = 0; n < PAGE_NR_ZONES; n++)
         page_zones[n].zlc_full_until = 0;
 }
@@ -136,16 +141,6 @@ struct zone *zone_of_node(unsigned nid, unsigned kind)
     return &page_zones[ZONE_ID(nid, kind)];
 }
 
-struct zone *zone_here(void)
-{
-    return zone_of_node(page_node_here(), ZONE_NORMAL);
-}
-
-struct zone *zone_large(void)
-{
-    return zone_of_node(page_node_here(), ZONE_LARGE);
-}
-
 static bool zlc_full(const struct zone *z, uint64_t now)
 {
     return now < __atomic_load_n(&z->zlc_full_until, __ATOMIC_RELAXED);
@@ -159,14 +154,14 @@ void zlc_mark_full(struct zone *z)
 
 struct zone *zonelist_pick(unsigned kind, unsigned long pages)
 {
-    unsigned home = page_node_here();
     if (likely(page_nr_nodes == 1))
         return zone_of_node(0, kind);
+    unsigned home = page_node_here();
     uint64_t now = os_now_ms_coarse();
     for (unsigned i = 0; i < page_nr_nodes; i++) {
         unsigned nid = (home + i) % page_nr_nodes;
         struct zone *z = zone_of_node(nid, kind);
-        if (i && zlc_full(z, now))
+        if (zlc_full(z, now))
             continue;
         if (!page_node_below_low(nid, pages)) {
             if (i)
@@ -176,6 +171,38 @@ struct zone *zonelist_pick(unsigned kind, unsigned long pages)
         zlc_mark_full(z);
     }
     return zone_of_node(home, kind);
+}
+
+/* Whether a request that failed on z with errno may go on along the
+ * zonelist: z's growth failed (zone_grow marked it in the zlc, so the
+ * next pick passes it by), not the budget's refusal, which is the
+ * process's and would refuse it on any node. */
+static bool zonelist_retry(const struct zone *z)
+{
+    return page_nr_nodes > 1 && errno == ENOMEM && zlc_full(z, os_now_ms_coarse());
+}
+
+unsigned zonelist_alloc_bulk(unsigned order, struct sk_page **out, unsigned n, struct zone **zp)
+{
+    unsigned got = 0;
+    for (unsigned tries = 0; tries < page_nr_nodes && !got; tries++) {
+        struct zone *z = *zp = zonelist_pick(ZONE_NORMAL, (unsigned long)n << order);
+        if (!(got = zone_alloc_bulk(z, order, out, n)) && !zonelist_retry(z))
+            break;
+    }
+    return got;
+}
+
+struct sk_page *zonelist_alloc(unsigned kind, unsigned order, size_t exact, unsigned align_order,
+                               unsigned fit_order)
+{
+    struct sk_page *pg = NULL;
+    for (unsigned tries = 0; tries < page_nr_nodes && !pg; tries++) {
+        struct zone *z = zonelist_pick(kind, exact ? exact : 1ul << order);
+        if (!(pg = zone_alloc(z, order, exact, align_order, fit_order)) && !zonelist_retry(z))
+            break;
+    }
+    return pg;
 }
 
 /* mbind(2), through syscall: glibc has no wrapper (libnuma has). */
@@ -191,20 +218,12 @@ void page_node_bind(struct vm_slice *s, size_t bytes, unsigned nid)
     (void)syscall(SYS_mbind, (void *)s->base, bytes, SK_MPOL_PREFERRED, &mask, sizeof mask * 8, 0u);
 }
 
-unsigned long page_node_cpus(unsigned nid)
-{
-    unsigned long n = 0;
-    for (int c = 0; c < cpu_nr_ids; c++)
-        n += page_cpu_node[c] == nid;
-    return n;
-}
-
 void page_node_stats(unsigned nid, struct page_node_stats *st)
 {
     memset(st, 0, sizeof *st);
     if (nid >= page_nr_nodes)
         return;
-    st->cpus = page_node_cpus(nid);
+    st->cpus = page_node_ncpus[nid];
     for (unsigned kind = ZONE_NORMAL; kind <= ZONE_LARGE; kind++) {
         const struct zone *z = zone_of_node(nid, kind);
         unsigned long managed = __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED);
@@ -213,6 +232,7 @@ void page_node_stats(unsigned nid, struct page_node_stats *st)
         st->free_pages += free;
         st->dirty_pages += __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
         st->used_pages += managed > free ? managed - free : 0;
+        st->charged_pages += zone_charged(z);
     }
     st->full = zlc_full(zone_of_node(nid, ZONE_NORMAL), os_now_ms_coarse());
 }

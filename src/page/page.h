@@ -224,11 +224,6 @@ extern uint8_t page_cpu_node[] SK_INTERNAL;
 unsigned page_node_here(void);
 /* The zone of `kind` of node nid. */
 struct zone *zone_of_node(unsigned nid, unsigned kind);
-/* The zone of `kind` a request of `pages` goes to: the calling CPU's
- * node's, or the first along its zonelist that is not full (node.c). */
-struct zone *zonelist_pick(unsigned kind, unsigned long pages);
-/* Remember z as full (its growth failed) in the zonelist cache. */
-void zlc_mark_full(struct zone *z);
 /* Bind `bytes` of slice s to node nid's memory (real nodes only). */
 struct vm_slice;
 void page_node_bind(struct vm_slice *s, size_t bytes, unsigned nid);
@@ -236,14 +231,16 @@ void page_node_bind(struct vm_slice *s, size_t bytes, unsigned nid);
 void node_init(void);
 /* Requests that went to another node than the caller's (relaxed). */
 extern unsigned long page_node_fallbacks SK_INTERNAL;
+/* CPU ids of each node (node_init). */
+extern unsigned page_node_ncpus[PAGE_MAX_NODES] SK_INTERNAL;
 struct page_node_stats {
     unsigned long cpus;                /* CPU ids of the node */
     unsigned long managed_pages, free_pages, dirty_pages, used_pages;
+    unsigned long charged_pages;       /* against the budget (zone_charged) */
     bool full;                         /* in the zonelist cache now */
 };
 /* One node's figures (racy reads); zero for a node not in use. */
 void page_node_stats(unsigned nid, struct page_node_stats *st);
-unsigned long page_node_cpus(unsigned nid);
 extern struct pcp_set page_pcp SK_INTERNAL;
 
 /* 0, or -1 with errno ENOMEM (the per-CPU page lists could not be
@@ -497,8 +494,18 @@ bool page_budget_below(unsigned wmark, unsigned long pages);
  * budget, its headroom against its share of it (by CPUs); false without
  * a budget. */
 bool page_node_below_low(unsigned nid, unsigned long pages);
-/* kmalloc's direct mappings: pages mapped (+) or unmapped (-). */
-void page_budget_direct(long pages);
+/* kmalloc's direct mappings: pages mapped (+) or unmapped (-); returns
+ * the pages of all of them now (the one count: kmalloc's statistics read
+ * it too). */
+long page_budget_direct(long pages);
+/* How many of n blocks of `order` a per-CPU refill may take under a
+ * budget: n while the batch leaves headroom at or above low, else one if
+ * page_budget_admit grants it, else none. */
+unsigned page_budget_blocks(unsigned n, unsigned order);
+static inline long page_direct_pages(void)
+{
+    return (long)__atomic_load_n(&page_budget.direct_pages, __ATOMIC_RELAXED);
+}
 static inline bool page_budget_on(void)
 {
     return __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED) != 0;
@@ -513,14 +520,7 @@ void page_register_shrinker(unsigned long (*fn)(unsigned long nr));
  * reserve (PAGE_ALLOC_NO_WATERMARKS) and never reclaim. */
 unsigned long page_run_shrinkers(unsigned long nr);
 /* The purger's kswapd pass: if asked, reclaim until headroom is back at
- * high.  Returns false (nothing left to age for it). */
-bool budget_background(void);
-struct page_budget_stats {
-    unsigned long limit, wmark[PAGE_NR_WMARKS], charged, direct_pages;
-    unsigned long kswapd_wakes, kswapd_runs, kswapd_pages;
-    unsigned long direct_reclaims, direct_pages_reclaimed, below_min, refused, overruns;
-    bool hard;
-};
-void page_budget_stats(struct page_budget_stats *st);
+ * high. */
+void budget_background(void);
 
 #endif

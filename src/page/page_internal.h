@@ -54,14 +54,32 @@ extern unsigned long page_pcp_fresh_drains SK_INTERNAL, page_pcp_local_empties S
 void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
 unsigned long zone_remove(struct zone *z, struct sk_page *pg);
 void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
-/* The calling CPU's node's zones (node.c). */
-struct zone *zone_large(void);
-struct zone *zone_here(void);
 /* ZONE_NORMAL or ZONE_LARGE. */
 static inline unsigned zone_kind(const struct zone *z)
 {
     return (unsigned)z->node & 1;
 }
+/* What z holds against the memory budget: pages in use and free pages
+ * still resident (racy reads of counters stored atomically under its
+ * lock: a snapshot mid-update is off by a block, for one look). */
+static inline unsigned long zone_charged(const struct zone *z)
+{
+    return __atomic_load_n(&z->managed_pages, __ATOMIC_RELAXED) - __atomic_load_n(&z->free_pages, __ATOMIC_RELAXED) +
+           __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
+}
+
+/* node.c: the zone of `kind` a request of `pages` goes to: the calling
+ * CPU's node's, or the first along its zonelist that is not full. */
+struct zone *zonelist_pick(unsigned kind, unsigned long pages);
+/* Remember z as full (its growth failed) in the zonelist cache. */
+void zlc_mark_full(struct zone *z);
+/* zone_alloc_bulk of the slab zone the zonelist picks (*zp gets it), and
+ * zone_alloc of a zone of `kind`: when the zone's growth failed, the
+ * next zone along the zonelist (node.c). */
+unsigned zonelist_alloc_bulk(unsigned order, struct sk_page **out, unsigned n, struct zone **zp);
+struct sk_page *zonelist_alloc(unsigned kind, unsigned order, size_t exact, unsigned align_order,
+                               unsigned fit_order);
+
 struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order, unsigned fit_order);
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n);
 void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);

@@ -192,7 +192,7 @@ static void pcp_tune(unsigned order)
 
 /* Called with z->lock held by a request of `order`: true when it dropped
  * the lock and drained the per-CPU lists (the caller starts over).  Only
- * for the zone they feed (zone_here; large blocks have a zone of their
+ * for the zone they feed (a node's slab zone; large blocks have a zone of their
  * own), at most once a request (the caller passes `first`). */
 bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
 {
@@ -325,13 +325,8 @@ struct sk_page *page_alloc(unsigned order)
             pcp_tune(order);
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
-            struct zone *z = zonelist_pick(ZONE_NORMAL, (unsigned long)page_pcp.batch[order] << order);
-            unsigned n = zone_alloc_bulk(z, order, batch, page_pcp.batch[order]);
-            if (n == 0 && errno == ENOMEM && page_nr_nodes > 1) {
-                /* Its growth failed (zlc marks it): the next node that can. */
-                z = zonelist_pick(ZONE_NORMAL, (unsigned long)page_pcp.batch[order] << order);
-                n = zone_alloc_bulk(z, order, batch, page_pcp.batch[order]);
-            }
+            struct zone *z;
+            unsigned n = zonelist_alloc_bulk(order, batch, page_pcp.batch[order], &z);
             if (n == 0) {
                 errno = ENOMEM;
                 return NULL;
@@ -354,7 +349,7 @@ struct sk_page *page_alloc(unsigned order)
             return pg;
         }
     }
-    return zone_alloc(zonelist_pick(ZONE_NORMAL, 1ul << order), order, 0, 0, EXACT_FIT_MIN_ORDER);
+    return zonelist_alloc(ZONE_NORMAL, order, 0, 0, EXACT_FIT_MIN_ORDER);
 }
 
 /* A push onto per-CPU list `l` after the fast push failed: the locked
@@ -436,9 +431,8 @@ static struct sk_page *alloc_exact(size_t nr_pages, unsigned align_order, unsign
         errno = ENOMEM;
         return NULL;
     }
-    struct zone *z = zonelist_pick(ZONE_LARGE, nr_pages);
     /* The block and its tail's return in one lock hold. */
-    struct sk_page *pg = zone_alloc(z, order, nr_pages, align_order, fit_order);
+    struct sk_page *pg = zonelist_alloc(ZONE_LARGE, order, nr_pages, align_order, fit_order);
     if (!pg)
         return NULL;
     pg->large.nr_pages = nr_pages;    /* before the flag: a fork child's rebuild counts it */

@@ -76,7 +76,9 @@ cpu_arrays_t kmalloc_arrays16[KMALLOC_SMALL_MAX / 16 + 1] = {
 };
 uint32_t kmalloc_class_size[KMALLOC_NR_CLASSES];
 unsigned kmalloc_nr_classes;
-static long direct_blocks, direct_pages;   /* direct mappings in use (relaxed atomics) */
+/* Direct mappings in use (a relaxed atomic); their pages are counted by
+ * the page layer, whose memory budget charges them (page_budget_direct). */
+static long direct_blocks;
 static long direct_max_blocks, direct_max_pages;   /* their peaks (malloc_stats' "max mmap") */
 size_t kmalloc_direct_min = KMALLOC_DIRECT_DEFAULT;
 
@@ -90,8 +92,7 @@ static void peak_note(long *peak, long now)
 static void direct_count(long blocks, long pages)
 {
     long b = __atomic_add_fetch(&direct_blocks, blocks, __ATOMIC_RELAXED);
-    long p = __atomic_add_fetch(&direct_pages, pages, __ATOMIC_RELAXED);
-    page_budget_direct(pages);     /* charged to the memory budget whole */
+    long p = page_budget_direct(pages);
     if (blocks > 0) {
         peak_note(&direct_max_blocks, b);
         peak_note(&direct_max_pages, p);
@@ -102,7 +103,7 @@ void kmalloc_large_totals(struct kmalloc_large_stats *st)
 {
     unsigned long blocks, pages;
     page_exact_stats(&blocks, &pages);
-    st->direct_pages = __atomic_load_n(&direct_pages, __ATOMIC_RELAXED);
+    st->direct_pages = page_direct_pages();
     st->blocks = (long)blocks + __atomic_load_n(&direct_blocks, __ATOMIC_RELAXED);
     st->pages = (long)pages + st->direct_pages;
     st->direct_max_blocks = __atomic_load_n(&direct_max_blocks, __ATOMIC_RELAXED);
@@ -643,35 +644,3 @@ size_t sk_trim(void)
     return bytes;
 }
 
-/* ---- the memory budget's API (page/budget.c has the rules) ---- */
-
-void sk_mem_budget(struct sk_mem_budget *out)
-{
-    memset(out, 0, sizeof *out);
-    if (slab_init() != 0)
-        return;
-    struct page_budget_stats st;
-    page_budget_stats(&st);
-    out->limit = st.limit << SK_PAGE_SHIFT;
-    out->min = st.wmark[PAGE_WMARK_MIN] << SK_PAGE_SHIFT;
-    out->low = st.wmark[PAGE_WMARK_LOW] << SK_PAGE_SHIFT;
-    out->high = st.wmark[PAGE_WMARK_HIGH] << SK_PAGE_SHIFT;
-    out->charged = (st.limit ? st.charged : page_charged()) << SK_PAGE_SHIFT;
-    out->direct = st.direct_pages << SK_PAGE_SHIFT;
-    out->kswapd_wakes = st.kswapd_wakes;
-    out->kswapd_runs = st.kswapd_runs;
-    out->kswapd_reclaimed = st.kswapd_pages << SK_PAGE_SHIFT;
-    out->direct_reclaims = st.direct_reclaims;
-    out->direct_reclaimed = st.direct_pages_reclaimed << SK_PAGE_SHIFT;
-    out->below_min = st.below_min;
-    out->refused = st.refused;
-    out->overruns = st.overruns;
-    out->hard = st.hard;
-}
-
-void sk_mem_budget_set(size_t bytes)
-{
-    if (slab_init() != 0)
-        return;
-    page_budget_set(bytes, true);
-}
