@@ -59,6 +59,16 @@ static inline unsigned gfp_alloc_ctx(sk_gfp_t gfp)
     return f;
 }
 
+/* `call` (of type `type`) run with the page allocator's context set from
+ * gfp, restored after: each entry point that takes gfp is one. */
+#define GFP_SCOPE(gfp, type, call)                                  \
+    ({                                                              \
+        unsigned ctx_ = page_ctx_enter(gfp_alloc_ctx(gfp));         \
+        type r_ = (call);                                           \
+        page_ctx_exit(ctx_);                                        \
+        r_;                                                         \
+    })
+
 /* ---- caches ---- */
 
 sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned int align,
@@ -203,14 +213,9 @@ static void *kmem_cache_alloc_gfp(sk_cache_t *cache, sk_gfp_t gfp)
     return obj;
 }
 
-/* Each entry point that takes gfp runs with its context set (the kernel's
- * alloc flags: watermark, reclaim), restored after. */
 void *sk_kmem_cache_alloc(sk_cache_t *cache, sk_gfp_t gfp)
 {
-    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
-    void *obj = kmem_cache_alloc_gfp(cache, gfp);
-    page_ctx_exit(ctx);
-    return obj;
+    return GFP_SCOPE(gfp, void *, kmem_cache_alloc_gfp(cache, gfp));
 }
 
 void sk_kmem_cache_free(sk_cache_t *cache, void *obj)
@@ -251,10 +256,7 @@ static int kmem_cache_alloc_bulk_gfp(sk_cache_t *cache, sk_gfp_t gfp, size_t n, 
 
 int sk_kmem_cache_alloc_bulk(sk_cache_t *cache, sk_gfp_t gfp, size_t n, void **objs)
 {
-    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
-    int got = kmem_cache_alloc_bulk_gfp(cache, gfp, n, objs);
-    page_ctx_exit(ctx);
-    return got;
+    return GFP_SCOPE(gfp, int, kmem_cache_alloc_bulk_gfp(cache, gfp, n, objs));
 }
 
 void sk_kmem_cache_free_bulk(sk_cache_t *cache, size_t n, void **objs)
@@ -310,10 +312,7 @@ static void *kmalloc_gfp_ctx(size_t size, sk_gfp_t gfp, const char *call)
 
 static void *kmalloc_gfp(size_t size, sk_gfp_t gfp, const char *call)
 {
-    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
-    void *p = kmalloc_gfp_ctx(size, gfp, call);
-    page_ctx_exit(ctx);
-    return p;
+    return GFP_SCOPE(gfp, void *, kmalloc_gfp_ctx(size, gfp, call));
 }
 
 void *sk_kmalloc(size_t size, sk_gfp_t gfp)
@@ -382,10 +381,7 @@ static void *krealloc_gfp(const void *p, size_t size, sk_gfp_t gfp)
 
 void *sk_krealloc(const void *p, size_t size, sk_gfp_t gfp)
 {
-    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
-    void *q = krealloc_gfp(p, size, gfp);
-    page_ctx_exit(ctx);
-    return q;
+    return GFP_SCOPE(gfp, void *, krealloc_gfp(p, size, gfp));
 }
 
 void *sk_kmemdup(const void *src, size_t len, sk_gfp_t gfp)
@@ -465,10 +461,7 @@ static void *kernel_alloc_pages_gfp(sk_gfp_t gfp, unsigned int order)
 
 void *sk_kernel_alloc_pages(sk_gfp_t gfp, unsigned int order)
 {
-    unsigned ctx = page_ctx_enter(gfp_alloc_ctx(gfp));
-    void *p = kernel_alloc_pages_gfp(gfp, order);
-    page_ctx_exit(ctx);
-    return p;
+    return GFP_SCOPE(gfp, void *, kernel_alloc_pages_gfp(gfp, order));
 }
 
 void sk_kernel_free_pages(void *block, unsigned int order)
