@@ -61,42 +61,22 @@ static long headroom(void)
     return (long)b.limit - (long)b.charged;
 }
 
-static size_t fill_small(void)
+/* Up to max objects of `size` into arr, each written whole, until one
+ * fails (errno then says why); returns how many. */
+static size_t fill(void **arr, size_t max, size_t size)
 {
-    size_t got = 0;
-    for (size_t i = 0; i < NSMALL; i++) {
-        small[i] = sk_malloc(SMALL);
-        if (!small[i])
-            break;
-        memset(small[i], 1, SMALL);
-        got++;
+    size_t n = 0;
+    while (n < max && (arr[n] = sk_malloc(size))) {
+        memset(arr[n], (int)n, size);
+        n++;
     }
-    return got;
+    return n;
 }
 
-static void free_small(size_t n)
+static void free_all(void **arr, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        sk_free(small[i]);
-}
-
-static size_t fill_big(void)
-{
-    size_t got = 0;
-    for (size_t i = 0; i < NBIG; i++) {
-        big[i] = sk_malloc(BIG);
-        if (!big[i])
-            break;
-        memset(big[i], 2, BIG);
-        got++;
-    }
-    return got;
-}
-
-static void free_big(size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        sk_free(big[i]);
+        sk_free(arr[i]);
 }
 
 /* The most charged seen: sampled after each phase. */
@@ -120,15 +100,15 @@ static void test_reclaimable(void)
     long decay = sk_opt.decay_ms;
     sk_opt.decay_ms = 3600000;
     unsigned long refused0 = budget().refused;
-    size_t a = fill_small();
+    size_t a = fill(small, NSMALL, SMALL);
     sample();
-    free_small(a);
-    size_t b = fill_big();
+    free_all(small, a);
+    size_t b = fill(big, NBIG, BIG);
     sample();
-    free_big(b);
-    size_t c = fill_small();
+    free_all(big, b);
+    size_t c = fill(small, NSMALL, SMALL);
     sample();
-    free_small(c);
+    free_all(small, c);
     ok(a == NSMALL && b == NBIG && c == NSMALL,
        "malloc never fails while memory can be reclaimed: 40 MiB small, 40 MiB large, 40 MiB small again "
        "(%zu/%zu, %zu/%zu, %zu/%zu)", a, (size_t)NSMALL, b, (size_t)NBIG, c, (size_t)NSMALL);
@@ -144,10 +124,8 @@ static void test_reclaimable(void)
 
 static void test_limit(void)
 {
-    size_t n = 0;
     errno = 0;
-    while (n < sizeof blocks / sizeof blocks[0] && (blocks[n] = sk_malloc(MiB)))
-        memset(blocks[n++], 3, MiB);
+    size_t n = fill(blocks, sizeof blocks / sizeof blocks[0], MiB);
     int err = errno;
     struct sk_mem_budget s = budget();
     ok(n < sizeof blocks / sizeof blocks[0] && err == ENOMEM,
@@ -155,8 +133,7 @@ static void test_limit(void)
     ok(n >= 56 && s.charged <= s.limit, "refused only near it: %zu MiB live, %.1f MiB charged of %.1f", n,
        (double)s.charged / MiB, (double)s.limit / MiB);
     ok(s.refused > 0, "the refusal is counted (%lu)", s.refused);
-    for (size_t i = 0; i < n; i++)
-        sk_free(blocks[i]);
+    free_all(blocks, n);
     void *p = sk_malloc(MiB);
     ok(p != NULL, "freed, the same request goes through");
     sk_free(p);
@@ -298,15 +275,12 @@ static void test_soft(void)
 {
     page_budget_set(LIMIT, false);
     struct sk_mem_budget s = budget();
-    size_t n = 0;
-    while (n < 80 && (blocks[n] = sk_malloc(MiB)))
-        n++;
+    size_t n = fill(blocks, 80, MiB);
     struct sk_mem_budget t = budget();
     ok(!t.hard && n == 80 && t.refused == s.refused && t.overruns > s.overruns,
        "a soft budget (the cgroup's): 80 MiB of blocks under 64 MiB all given, %lu overruns, none refused",
        t.overruns - s.overruns);
-    for (size_t i = 0; i < n; i++)
-        sk_free(blocks[i]);
+    free_all(blocks, n);
 }
 
 int main(void)
