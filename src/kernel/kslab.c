@@ -56,6 +56,10 @@ static inline unsigned gfp_alloc_ctx(sk_gfp_t gfp)
         f |= PAGE_ALLOC_NO_WATERMARKS;
     if (!(gfp & SK_GFP_DIRECT_RECLAIM))
         f |= PAGE_ALLOC_NORECLAIM;
+    if (gfp & SK_GFP_MOVABLE)   /* the kernel's gfp_migratetype */
+        f |= PAGE_ALLOC_MOVABLE;
+    else if (gfp & SK_GFP_RECLAIMABLE)
+        f |= PAGE_ALLOC_RECLAIMABLE;
     return f;
 }
 
@@ -116,6 +120,8 @@ sk_cache_t *sk_kmem_cache_create(const char *name, unsigned int size, unsigned i
         return NULL;
     }
     c->kernel_flags = flags & ~(unsigned long)KERNEL_DEBUG_FLAGS;
+    if (flags & SK_SLAB_RECLAIM_ACCOUNT)
+        c->page_mt = MIGRATE_RECLAIMABLE;   /* the kernel's __GFP_RECLAIMABLE slabs */
     c->nowait_budget = -1;
     return os_errno_restore((sk_cache_t *)c, saved);
 }

@@ -30,7 +30,7 @@
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
     .mutex_handoff = 1, .mutex_wake_spin = 1,                              \
     .decay_ms = 500, .dirty_max_mb = -1, .mem_limit_mb = -1, .background = 1, \
-    .zone_borrow = 1, .page_microopt = 1, .kfence_pages = 255,             \
+    .zone_borrow = 1, .page_grouping = 1, .page_microopt = 1, .kfence_pages = 255,             \
     .failslab_interval = 1, .failslab_times = -1, .failslab_ignore_wait = 1, \
 }
 struct sk_options sk_opt = SK_OPT_DEFAULTS;
@@ -146,6 +146,9 @@ static const struct option_def defs[] = {
       NULL, NULL },
     { "zone_borrow", NUM(zone_borrow, 0, 1, NULL,
       "a large block takes the slab zone's resident free pages before fresh memory"), NULL, NULL },
+    { "page_grouping", NUM(page_grouping, 0, 1, NULL,
+      "pageblock migratetypes: unmovable, reclaimable and movable pages keep to 2 MiB pageblocks of their own (0: one type)"),
+      NULL, NULL },
     { "array_size", NUM(array_size, 0, SK_ARRAY_SIZE_MAX, NULL,
       "per-CPU object array capacity, fixed (0: by object size, growing with use)"), no_arrays,
       "per-CPU arrays (sheaves=1 or allocator=slab, no debug)" },

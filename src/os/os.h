@@ -248,6 +248,7 @@ struct sk_options {
     long array_size;         /* at most SK_ARRAY_SIZE_MAX */
     long background;
     long zone_borrow;
+    long page_grouping;      /* pageblock migratetypes: grouping by mobility */
     long verbose;
     long page_microopt;
     long shmem_limit_mb;

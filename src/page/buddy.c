@@ -1,6 +1,7 @@
 /*
- * buddy.c — the zones: free lists per order, splitting and coalescing,
- * growth, exact (large-block) allocation, and giving free slices back.
+ * buddy.c — the zones: free lists per order and migratetype, splitting
+ * and coalescing, pageblock types and their fallbacks, growth, exact
+ * (large-block) allocation, and giving free slices back.
  *
  * Growth: a zone gets memory from the arena a slice at a time, or, when
  * the arena cannot grow (an address-space limit, a full address space),
@@ -15,11 +16,16 @@
  * Lock order: zone->grow_lock, then zone->lock, then vm_lock (page.c
  * says why).
  * Invariants (zone->lock held):
- *  - Every free block is on exactly one list: dirty[order] (resident,
- *    newest first, so the tail is the oldest) or clean[order] (known zero:
- *    purged, or fresh from the OS).  Its head descriptor has PG_BUDDY,
- *    PG_CLEAN iff on a clean list, order, span (0 iff clean: the pages
- *    from its start that may be resident) and freed_at (dirty only).
+ *  - Every free block is on exactly one list: dirty[mt][order] (resident,
+ *    newest first, so the tail is the oldest) or clean[mt][order] (known
+ *    zero: purged, or fresh from the OS), mt its migratetype's list
+ *    ("grouping by mobility" below).  Its head descriptor has PG_BUDDY,
+ *    PG_CLEAN iff on a clean list, order, mt, span (0 iff clean: the
+ *    pages from its start that may be resident) and freed_at (dirty
+ *    only).
+ *  - A pageblock's type (its slice's pageblock_bits) changes only under
+ *    the zone lock; a free block of whole pageblocks has them all of the
+ *    default type.
  *  - Two free buddies of the same order are never both on lists: freeing
  *    merges until the buddy is not free (or is of another order).
  *  - free_pages = sum of free block sizes; dirty_pages = sum of the dirty
@@ -40,9 +46,9 @@
 
 /* ---- lists ---- */
 
-static inline struct page_list *list_of(struct zone *z, unsigned order, bool clean)
+static inline struct page_list *list_of(struct zone *z, unsigned order, bool clean, unsigned mt)
 {
-    return clean ? &z->clean[order] : &z->dirty[order];
+    return clean ? &z->clean[mt][order] : &z->dirty[mt][order];
 }
 
 static inline void list_add_head(struct page_list *l, struct sk_page *pg)
@@ -80,8 +86,10 @@ static inline void zone_unlock(struct zone *z, uint64_t now, bool dirtied)
         lock_release(&z->lock);
 }
 
-/* Put a free block on its list (no merging); span 0: clean. */
-void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
+/* Put a free block on its list of migratetype mt (no merging); span 0:
+ * clean. */
+void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now,
+                 unsigned mt)
 {
     bool clean = span == 0;
     /* Order first, then the flag that makes the descriptor a free block's
@@ -90,8 +98,9 @@ void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned lo
     pg->order = (uint8_t)order;
     pg->buddy.freed_at = now;
     pg->buddy.span = (uint32_t)span;
+    pg->buddy.mt = (uint8_t)mt;
     __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
-    list_add_head(list_of(z, order, clean), pg);
+    list_add_head(list_of(z, order, clean, mt), pg);
     /* Atomic: page_purger_wanted reads it without the lock. */
     __atomic_store_n(&z->free_pages, z->free_pages + (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages + span, __ATOMIC_RELAXED);
@@ -103,16 +112,54 @@ unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     bool clean = pg_flags(pg) & PG_CLEAN;
     unsigned order = pg->order;
     unsigned long span = clean ? 0 : pg->buddy.span;
-    list_del(list_of(z, order, clean), pg);
+    list_del(list_of(z, order, clean, pg->buddy.mt), pg);
     pg_set_flags(pg, 0);
     __atomic_store_n(&z->free_pages, z->free_pages - (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages - span, __ATOMIC_RELAXED);
     return span;
 }
 
+/* ---- grouping by mobility ---- */
+
+bool page_grouping = true;
+
+/* Set the type of pg's pageblock, keeping the zone's count of pageblocks
+ * of each type but the default (zone->lock held). */
+static void zone_set_pageblock(struct zone *z, struct sk_page *pg, unsigned mt)
+{
+    unsigned old = pageblock_mt(pg), def = pageblock_default_mt();
+    if (old == mt)
+        return;
+    if (old != def)
+        __atomic_store_n(&z->mt_pageblocks[old], z->mt_pageblocks[old] - 1, __ATOMIC_RELAXED);
+    if (mt != def)
+        __atomic_store_n(&z->mt_pageblocks[mt], z->mt_pageblocks[mt] + 1, __ATOMIC_RELAXED);
+    pageblock_set_mt(pg, mt);
+}
+
+/* The same for every pageblock of a block of `order` (at least
+ * PAGEBLOCK_ORDER) at pg. */
+static void zone_set_pageblocks(struct zone *z, struct sk_page *pg, unsigned order, unsigned mt)
+{
+    for (size_t i = 0; i < (size_t)1 << order; i += PAGEBLOCK_PAGES)
+        zone_set_pageblock(z, pg + i, mt);
+}
+
+/* The list a free block of `order` at pg goes on: its pageblock's type;
+ * a block of whole pageblocks holds nothing any more, and its pageblocks
+ * go back to the default type, so that free pageblocks of different
+ * types still merge into whole slices that can go back to the OS. */
+static unsigned zone_free_mt(struct zone *z, struct sk_page *pg, unsigned order)
+{
+    if (order < PAGEBLOCK_ORDER)
+        return pageblock_mt(pg);
+    zone_set_pageblocks(z, pg, order, pageblock_default_mt());
+    return pageblock_default_mt();
+}
+
 /* Free a block whose first `span` pages may be resident (0: clean, all of
  * it: 1 << order), merging with free buddies (the kernel's
- * __free_one_page). */
+ * __free_one_page), onto its pageblock's list. */
 void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
 {
     struct sk_page *first = page_first(pg);
@@ -141,53 +188,170 @@ void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigne
         idx &= bidx;
         order++;
     }
-    zone_insert(z, first + idx, order, span, span ? freed_at : now);
+    zone_insert(z, first + idx, order, span, span ? freed_at : now, zone_free_mt(z, first + idx, order));
 }
 
 /* Split a block of order `high` with `span` down to `low`; the upper
- * halves go back on the lists with their part of the span (clean past
+ * halves go back on mt's lists with their part of the span (clean past
  * it) and the parent's age.  Returns the span left to the low block. */
 static unsigned long zone_expand(struct zone *z, struct sk_page *pg, unsigned low, unsigned high,
-                                 unsigned long span, uint64_t freed_at)
+                                 unsigned long span, uint64_t freed_at, unsigned mt)
 {
     while (high > low) {
         high--;
         unsigned long half = 1ul << high;
-        zone_insert(z, pg + half, high, span > half ? span - half : 0, freed_at);
+        zone_insert(z, pg + half, high, span > half ? span - half : 0, freed_at, mt);
         if (span > half)
             span = half;
     }
     return span;
 }
 
-/* Take a block of `order` off the lists: dirty (resident) memory first,
- * smallest fitting order first.  *span_out: the pages from its start that
- * may be resident (0: clean). */
-static struct sk_page *zone_take(struct zone *z, unsigned order, unsigned long *span_out)
+/* A block of `order` off mt's lists, smallest fitting order first:
+ * clean (known zero) or dirty (resident) ones.  *span_out: the pages
+ * from its start that may be resident (0: clean). */
+static struct sk_page *zone_take_own(struct zone *z, unsigned order, unsigned mt, bool clean,
+                                     unsigned long *span_out)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        bool clean = pass == 1;
-        for (unsigned o = order; o <= SK_MAX_ORDER; o++) {
-            struct page_list *l = list_of(z, o, clean);
-            struct sk_page *pg = l->head;
+    for (unsigned o = order; o <= SK_MAX_ORDER; o++) {
+        struct sk_page *pg = list_of(z, o, clean, mt)->head;
+        if (!pg)
+            continue;
+        uint64_t freed_at = pg->buddy.freed_at;
+        unsigned long span = zone_remove(z, pg);
+        *span_out = zone_expand(z, pg, order, o, span, freed_at, mt);
+        return pg;
+    }
+    return NULL;
+}
+
+/* The kernel's fallback order: where a request of each type looks when
+ * its own lists are empty (3.15's fallbacks[], less the reserve). */
+static const uint8_t mt_fallbacks[MIGRATE_TYPES][MIGRATE_TYPES - 1] = {
+    [MIGRATE_UNMOVABLE] = { MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE },
+    [MIGRATE_RECLAIMABLE] = { MIGRATE_UNMOVABLE, MIGRATE_MOVABLE },
+    [MIGRATE_MOVABLE] = { MIGRATE_RECLAIMABLE, MIGRATE_UNMOVABLE },
+};
+
+/* Move the free blocks of pg's pageblock to mt's lists (the kernel's
+ * move_freepages_block); returns their pages.  zone->lock held. */
+static size_t zone_move_pageblock(struct zone *z, struct sk_page *pg, unsigned mt)
+{
+    struct sk_page *first = page_first(pg);
+    size_t idx = page_index(pg) & ~(PAGEBLOCK_PAGES - 1), end = idx + PAGEBLOCK_PAGES, moved = 0;
+    while (idx < end) {
+        struct sk_page *b = first + idx;
+        if (!(pg_flags(b) & PG_BUDDY)) {
+            idx++;
+            continue;
+        }
+        unsigned o = b->order;
+        if (b->buddy.mt != mt) {
+            uint64_t freed_at = b->buddy.freed_at;
+            unsigned long span = zone_remove(z, b);
+            zone_insert(z, b, o, span, freed_at, mt);
+        }
+        moved += (size_t)1 << o;
+        idx += (size_t)1 << o;
+    }
+    return moved;
+}
+
+/*
+ * A request of type mt whose own lists are empty takes from another
+ * type's (the kernel's __rmqueue_fallback, 3.15), a block as large as it
+ * can find, so that one fallback claims as much as it can: a whole
+ * pageblock if there is one.  A block of whole pageblocks gives the
+ * request one pageblock, or as many as it needs, and they become mt's;
+ * the rest stays with its type.  A smaller block of at least half a
+ * pageblock's order, or any block for a reclaimable request, moves the
+ * pageblock's other free blocks to mt's lists, and the pageblock becomes
+ * mt's when they make half of it.  The split-off rest goes to mt's lists.
+ *
+ * Where slabkit differs: its largest order is a 64 MiB slice, the
+ * kernel's 4 MiB (two pageblocks).  Any block of whole pageblocks gives
+ * one, so among those the smallest is taken (the kernel's largest-first
+ * took the upper halves of slices one after another, which scattered
+ * each type's pageblocks over every slice, and made the free memory's
+ * resident spans, kept as prefixes, count whole clean halves as dirty);
+ * below a pageblock, the largest, as the kernel does.
+ */
+static struct sk_page *zone_take_fallback(struct zone *z, unsigned order, unsigned mt, bool clean,
+                                          unsigned long *span_out)
+{
+    unsigned need = order > PAGEBLOCK_ORDER ? order : PAGEBLOCK_ORDER;
+    /* Orders need..SK_MAX_ORDER, then need - 1 down to order. */
+    for (unsigned step = 0; step <= SK_MAX_ORDER - order; step++) {
+        unsigned o = need + step <= SK_MAX_ORDER ? need + step : SK_MAX_ORDER - step;
+        for (unsigned i = 0; i < MIGRATE_TYPES - 1; i++) {
+            unsigned from = mt_fallbacks[mt][i];
+            struct sk_page *pg = list_of(z, o, clean, from)->head;
             if (!pg)
                 continue;
             uint64_t freed_at = pg->buddy.freed_at;
-            if (clean)
-                __atomic_store_n(&z->clean_takes, z->clean_takes + 1, __ATOMIC_RELAXED);
-            z->takes++;
             unsigned long span = zone_remove(z, pg);
-            *span_out = zone_expand(z, pg, order, o, span, freed_at);
+            unsigned high = o;
+            if (high > need) {
+                span = zone_expand(z, pg, need, high, span, freed_at, from);
+                high = need;
+            }
+            bool claim = high >= PAGEBLOCK_ORDER;
+            if (!claim && (high >= PAGEBLOCK_ORDER / 2 || mt == MIGRATE_RECLAIMABLE))
+                claim = zone_move_pageblock(z, pg, mt) + ((size_t)1 << high) >= PAGEBLOCK_PAGES / 2;
+            if (claim) {
+                if (high >= PAGEBLOCK_ORDER)
+                    zone_set_pageblocks(z, pg, high, mt);
+                else
+                    zone_set_pageblock(z, pg, mt);
+                __atomic_store_n(&z->mt_claims, z->mt_claims + 1, __ATOMIC_RELAXED);
+            }
+            __atomic_store_n(&z->mt_fallbacks, z->mt_fallbacks + 1, __ATOMIC_RELAXED);
+            *span_out = zone_expand(z, pg, order, high, span, freed_at, mt);
             return pg;
         }
     }
     return NULL;
 }
 
+/* Take a block of `order` for a request of type mt off the lists: its own
+ * type's dirty (resident) memory, then its own clean memory, then the
+ * other types' (dirty, then clean).  resident_only: dirty memory only.
+ * *span_out: the pages from its start that may be resident (0: clean). */
+static struct sk_page *zone_take(struct zone *z, unsigned order, unsigned mt, bool resident_only,
+                                 unsigned long *span_out)
+{
+    mt = page_request_mt(mt);
+    struct sk_page *pg = zone_take_own(z, order, mt, false, span_out);
+    if (!pg && !resident_only)
+        pg = zone_take_own(z, order, mt, true, span_out);
+    if (!pg && page_grouping) {
+        pg = zone_take_fallback(z, order, mt, false, span_out);
+        if (!pg && !resident_only)
+            pg = zone_take_fallback(z, order, mt, true, span_out);
+    }
+    if (pg) {
+        if (!*span_out)
+            __atomic_store_n(&z->clean_takes, z->clean_takes + 1, __ATOMIC_RELAXED);
+        z->takes++;
+    }
+    return pg;
+}
 
-/* Hand [idx, end) of slice s to the zone as free blocks (zone->lock held). */
+
+/* Hand [idx, end) of slice s to the zone as free blocks (zone->lock held).
+ *
+ * A pageblock that joins in steps (a frontier or partial slice grows from
+ * 256 KiB) takes the type of the request that joined its first page: the
+ * kernel's memory comes up in whole pageblocks, and one that came up in
+ * pieces as movable would have a malloc program's first slab pages in a
+ * movable pageblock, none of them claimable until 2 MiB had joined, each
+ * freed page on the movable per-CPU list.  Pageblocks that join whole
+ * keep the default type. */
 static void zone_add_range(struct zone *z, struct vm_slice *s, size_t idx, size_t end, bool clean)
 {
+    size_t pb = SK_ALIGN_UP(idx, PAGEBLOCK_PAGES);
+    if (pb < end && end - pb < PAGEBLOCK_PAGES)
+        zone_set_pageblock(z, (struct sk_page *)s->pages + pb, z->grow_mt);
     /* Atomic: zone_grow reads it unlocked to choose the page size. */
     __atomic_store_n(&z->managed_pages, z->managed_pages + (end - idx), __ATOMIC_RELAXED);
     zone_free_range(z, (struct sk_page *)s->pages, idx, end, clean ? idx : end, 0);
@@ -363,6 +527,7 @@ static void zone_frontier_reach(struct zone *z, const struct vm_slice *s, size_t
     if (__atomic_load_n(&z->frontier, __ATOMIC_RELAXED) != s)
         return;
     lock_acquire(&z->grow_lock);
+    z->grow_mt = (uint8_t)page_request_mt(MIGRATE_MOVABLE);   /* for a large block */
     if (z->frontier == s && z->frontier_next < end)
         zone_frontier_join(z, step_end(z->frontier_next, end));
     lock_release(&z->grow_lock);
@@ -384,10 +549,11 @@ static void zone_frontier_reach(struct zone *z, const struct vm_slice *s, size_t
  * time (zone_reclaim_batch), so huge pages are never broken up.  Partial
  * slices are always on base pages.
  */
-static int zone_grow(struct zone *z, unsigned order, unsigned long gen)
+static int zone_grow(struct zone *z, unsigned order, unsigned mt, unsigned long gen)
 {
     int r = 0;
     lock_acquire(&z->grow_lock);
+    z->grow_mt = (uint8_t)page_request_mt(mt);
     if (__atomic_load_n(&z->grow_gen, __ATOMIC_RELAXED) != gen)
         goto out;
     if (z->frontier && zone_grow_frontier(z, order) == 0)
@@ -526,16 +692,19 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
                                      uint64_t now, bool *dirtied)
 {
     for (unsigned lo = order; lo-- > 0 && lo + EXACT_RUN_ORDERS >= order && lo >= align_order;) {
-        struct sk_page *pg = z->dirty[lo].head;
-        for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
-            struct sk_page *first = page_first(pg);
-            size_t idx = (size_t)(pg - first), span = (size_t)1 << lo;
-            size_t start = align_order ? idx : zone_free_back(first, idx, nr_pages - span);
-            size_t end = start + nr_pages;
-            if (end > SLICE_PAGES || (end > idx + span && !zone_free_until(first, idx + span, end)))
-                continue;
-            *dirtied |= zone_take_until(z, first, start, end, now);
-            return first + start;
+        /* Each type's list, movable first (large blocks are). */
+        for (unsigned l = 0; l < MIGRATE_TYPES; l++) {
+            struct sk_page *pg = z->dirty[MIGRATE_MOVABLE - l][lo].head;
+            for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
+                struct sk_page *first = page_first(pg);
+                size_t idx = (size_t)(pg - first), span = (size_t)1 << lo;
+                size_t start = align_order ? idx : zone_free_back(first, idx, nr_pages - span);
+                size_t end = start + nr_pages;
+                if (end > SLICE_PAGES || (end > idx + span && !zone_free_until(first, idx + span, end)))
+                    continue;
+                *dirtied |= zone_take_until(z, first, start, end, now);
+                return first + start;
+            }
         }
     }
     return NULL;
@@ -613,8 +782,11 @@ static struct sk_page *zone_take_fit(struct zone *z, unsigned order, size_t nr_p
 {
     struct fit best = { NULL, 0, 0, 0 };
     unsigned scanned = 0;
-    for (unsigned l = 2 * (order - 3); l < 2 * (SK_MAX_ORDER + 1); l++) {   /* each order: dirty, clean */
-        for (struct sk_page *pg = list_of(z, l / 2, l % 2)->head; pg; pg = pg->buddy.next) {
+    /* Each order's lists: dirty, then clean, each of every type. */
+    const unsigned per_order = 2 * MIGRATE_TYPES;
+    for (unsigned l = per_order * (order - 3); l < per_order * (SK_MAX_ORDER + 1); l++) {
+        struct page_list *list = list_of(z, l / per_order, l / MIGRATE_TYPES % 2, l % MIGRATE_TYPES);
+        for (struct sk_page *pg = list->head; pg; pg = pg->buddy.next) {
             if (scanned++ == EXACT_FIT_SCAN)
                 goto done;
             struct fit f = { page_first(pg), 0, 0, 0 };
@@ -642,10 +814,10 @@ done:
  * have it purged for nothing).  An exact block comes from a run of
  * resident blocks (zone_take_run, aligned to 2^align_order) where no
  * resident block of `order` is free.  resident_only: NULL rather than
- * clean memory. */
-static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t exact, unsigned align_order,
-                                       unsigned fit_order, bool resident_only, uint64_t now, bool *clean,
-                                       bool *dirtied)
+ * clean memory.  mt: the request's migratetype. */
+static struct sk_page *zone_take_block(struct zone *z, unsigned order, unsigned mt, size_t exact,
+                                       unsigned align_order, unsigned fit_order, bool resident_only, uint64_t now,
+                                       bool *clean, bool *dirtied)
 {
     struct sk_page *pg = NULL;
     if (exact && order >= fit_order && !align_order) {
@@ -659,7 +831,7 @@ static struct sk_page *zone_take_block(struct zone *z, unsigned order, size_t ex
     if (pg || (resident_only && !has_dirty))
         return pg;
     unsigned long span;
-    pg = zone_take(z, order, &span);
+    pg = zone_take(z, order, mt, resident_only, &span);
     if (!pg)
         return NULL;
     *clean = span == 0;
@@ -712,7 +884,8 @@ static struct sk_page *zone_borrow(struct zone *large, unsigned order, size_t ex
     bool clean = false, dirtied = false;
     lock_acquire(&z->lock);
     uint64_t now = os_now_ms_coarse();
-    struct sk_page *pg = zone_take_block(z, order, exact, align_order, fit_order, true, now, &clean, &dirtied);
+    struct sk_page *pg = zone_take_block(z, order, MIGRATE_MOVABLE, exact, align_order, fit_order, true, now,
+                                         &clean, &dirtied);
     if (!pg) {
         lock_release(&z->lock);
         return NULL;
@@ -720,11 +893,12 @@ static struct sk_page *zone_borrow(struct zone *large, unsigned order, size_t ex
     return zone_took(z, pg, order, exact, now, clean, dirtied);
 }
 
-/* A block of `order`; with exact (large blocks: 0 < exact <= 2^order) only
- * its first `exact` pages, the tail going back in the same lock hold, and
- * the block counted in the zone's exact totals. */
-struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order,
-                                  unsigned fit_order)
+/* A block of `order` for a request of migratetype mt; with exact (large
+ * blocks: 0 < exact <= 2^order) only its first `exact` pages, the tail
+ * going back in the same lock hold, and the block counted in the zone's
+ * exact totals. */
+struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t exact, unsigned align_order,
+                           unsigned fit_order)
 {
     bool borrow = exact && zone_kind(z) == ZONE_LARGE && sk_opt.zone_borrow;
     /* Under a budget, the request is weighed as if it grew the resident
@@ -737,12 +911,12 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
     }
     for (bool first = true;; first = false) {
         lock_acquire(&z->lock);
-        if (zone_drain_before_fresh(z, order, first))
+        if (zone_drain_before_fresh(z, order, mt, first))
             continue;
         unsigned long gen = z->grow_gen;
         uint64_t now = os_now_ms_coarse();
         bool clean = false, dirtied = false;
-        struct sk_page *pg = zone_take_block(z, order, exact, align_order, fit_order, borrow, now, &clean,
+        struct sk_page *pg = zone_take_block(z, order, mt, exact, align_order, fit_order, borrow, now, &clean,
                                              &dirtied);
         if (!pg && borrow) {
             /* Nothing resident here: the slab zone's, then our clean
@@ -756,17 +930,18 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigne
         if (pg)
             return zone_took(z, pg, order, exact, now, clean, dirtied);
         lock_release(&z->lock);
-        if (zone_grow(z, order, gen) != 0) {
+        if (zone_grow(z, order, mt, gen) != 0) {
             errno = ENOMEM;
             return NULL;
         }
     }
 }
 
-/* Take up to n blocks of `order` for a per-CPU list.  A zone whose
- * frontier slice has more to join grows for a whole batch, as it had it
- * when slices joined whole; otherwise a part of a batch is enough. */
-unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n)
+/* Take up to n blocks of `order` and migratetype mt for a per-CPU list.
+ * A zone whose frontier slice has more to join grows for a whole batch,
+ * as it had it when slices joined whole; otherwise a part of a batch is
+ * enough. */
+unsigned zone_alloc_bulk(struct zone *z, unsigned order, unsigned mt, struct sk_page **out, unsigned n)
 {
     unsigned got = 0;
     /* Under a budget, a refill takes no more than it needs when memory
@@ -776,11 +951,11 @@ unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, u
     for (bool first = true; got < n; first = false) {
         unsigned long span;
         lock_acquire(&z->lock);
-        if (got == 0 && zone_drain_before_fresh(z, order, first))
+        if (got == 0 && zone_drain_before_fresh(z, order, mt, first))
             continue;
         unsigned long gen = z->grow_gen;
         while (got < n) {
-            struct sk_page *pg = zone_take(z, order, &span);
+            struct sk_page *pg = zone_take(z, order, mt, false, &span);
             if (!pg)
                 break;
             pg_set_flags(pg, PG_PCP | (span ? 0 : PG_ZEROED));
@@ -793,7 +968,7 @@ unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, u
         lock_release(&z->lock);
         if (got == n || (got && !__atomic_load_n(&z->frontier, __ATOMIC_RELAXED)))
             break;
-        if (zone_grow(z, order, gen) != 0)
+        if (zone_grow(z, order, mt, gen) != 0)
             break;
     }
     return got;
@@ -977,8 +1152,8 @@ static void zone_take_slice(struct zone *z, struct vm_slice *s)
 static struct vm_slice *zone_free_slices(struct zone *z, bool arena)
 {
     struct vm_slice *out = NULL;
-    for (int c = 0; c < 2; c++) {
-        struct sk_page *pg = list_of(z, SK_MAX_ORDER, c)->head, *next;
+    for (unsigned l = 0; l < 2 * MIGRATE_TYPES; l++) {   /* dirty, clean: each type's */
+        struct sk_page *pg = list_of(z, SK_MAX_ORDER, l / MIGRATE_TYPES, l % MIGRATE_TYPES)->head, *next;
         for (; pg; pg = next) {
             next = pg->buddy.next;
             struct vm_slice *s = page_slice(pg);
@@ -1041,9 +1216,10 @@ void page_for_each_free(void (*fn)(void *addr, unsigned order, bool clean, void 
         struct zone *z = &page_zones[n];
         lock_acquire(&z->lock);
         for (unsigned o = 0; o <= SK_MAX_ORDER; o++)
-            for (int c = 0; c < 2; c++)
-                for (struct sk_page *pg = list_of(z, o, c)->head; pg; pg = pg->buddy.next)
-                    fn(page_address(pg), o, c, arg);
+            for (unsigned l = 0; l < 2 * MIGRATE_TYPES; l++)
+                for (struct sk_page *pg = list_of(z, o, l / MIGRATE_TYPES, l % MIGRATE_TYPES)->head; pg;
+                     pg = pg->buddy.next)
+                    fn(page_address(pg), o, l / MIGRATE_TYPES, arg);
         lock_release(&z->lock);
     }
 }

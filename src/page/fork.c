@@ -26,6 +26,14 @@
  * child has no purger thread: it starts its own when it needs one.
  */
 
+/* The list a free block goes back on: the one it was on (a block off the
+ * lists being purged keeps its field), or its pageblock's type if that
+ * field is not a type (torn by the fork). */
+static unsigned fork_list_mt(const struct sk_page *pg)
+{
+    return pg->buddy.mt < MIGRATE_TYPES ? pg->buddy.mt : pageblock_mt(pg);
+}
+
 static void zone_rebuild(struct zone *z)
 {
     memset(z->dirty, 0, sizeof z->dirty);
@@ -49,11 +57,11 @@ static void zone_rebuild(struct zone *z)
                 unsigned long span = pg->flags & PG_CLEAN ? 0 : pg->buddy.span;
                 if (!(pg->flags & PG_CLEAN) && (span == 0 || span > (1ul << o)))
                     span = 1ul << o;    /* never trust a dirty block clean: err high */
-                zone_insert(z, pg, o, span, pg->buddy.freed_at);
+                zone_insert(z, pg, o, span, pg->buddy.freed_at, fork_list_mt(pg));
                 idx += (size_t)1 << o;
             } else if ((pg->flags & PG_PURGING) && o <= SK_MAX_ORDER && (idx & (((size_t)1 << o) - 1)) == 0) {
                 /* Purged or not, it may be resident: dirty, and old. */
-                zone_insert(z, pg, o, 1ul << o, 0);
+                zone_insert(z, pg, o, 1ul << o, 0, fork_list_mt(pg));
                 idx += (size_t)1 << o;
             } else {
                 /* Anything else is stepped over a page at a time, never by

@@ -182,24 +182,24 @@ static bool zonelist_retry(const struct zone *z)
     return page_nr_nodes > 1 && errno == ENOMEM && zlc_full(z, os_now_ms_coarse());
 }
 
-unsigned zonelist_alloc_bulk(unsigned order, struct sk_page **out, unsigned n, struct zone **zp)
+unsigned zonelist_alloc_bulk(unsigned order, unsigned mt, struct sk_page **out, unsigned n, struct zone **zp)
 {
     unsigned got = 0;
     for (unsigned tries = 0; tries < page_nr_nodes && !got; tries++) {
         struct zone *z = *zp = zonelist_pick(ZONE_NORMAL, (unsigned long)n << order);
-        if (!(got = zone_alloc_bulk(z, order, out, n)) && !zonelist_retry(z))
+        if (!(got = zone_alloc_bulk(z, order, mt, out, n)) && !zonelist_retry(z))
             break;
     }
     return got;
 }
 
-struct sk_page *zonelist_alloc(unsigned kind, unsigned order, size_t exact, unsigned align_order,
+struct sk_page *zonelist_alloc(unsigned kind, unsigned order, unsigned mt, size_t exact, unsigned align_order,
                                unsigned fit_order)
 {
     struct sk_page *pg = NULL;
     for (unsigned tries = 0; tries < page_nr_nodes && !pg; tries++) {
         struct zone *z = zonelist_pick(kind, exact ? exact : 1ul << order);
-        if (!(pg = zone_alloc(z, order, exact, align_order, fit_order)) && !zonelist_retry(z))
+        if (!(pg = zone_alloc(z, order, mt, exact, align_order, fit_order)) && !zonelist_retry(z))
             break;
     }
     return pg;

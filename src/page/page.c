@@ -43,7 +43,7 @@
 struct zone page_zones[PAGE_NR_ZONES];
 /* Until page_init, always-empty lists (like kmalloc's tables): anything
  * that walks them early (the fork child) finds nothing. */
-struct pcp_set page_pcp = { .lists = { [0 ... PCP_EXACT] = cpu_empty_arrays } };
+struct pcp_set page_pcp = { .lists = { [0 ... PCP_NR_LISTS - 1] = cpu_empty_arrays } };
 bool page_ready;
 bool pcp_enabled;
 unsigned long page_pcp_fresh_drains;   /* statistics (relaxed) */
@@ -59,10 +59,27 @@ void page_stats(struct page_stats *st)
         st->free_pages += z->free_pages;
         st->dirty_pages += z->dirty_pages;
         st->purged_pages += z->purged_pages;
-        for (unsigned o = 0; o <= SK_MAX_ORDER; o++)
-            st->free_blocks[o] += z->dirty[o].nr + z->clean[o].nr;
+        for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++) {
+            for (unsigned o = 0; o <= SK_MAX_ORDER; o++) {
+                unsigned long nr = z->dirty[mt][o].nr + z->clean[mt][o].nr;
+                st->free_blocks[o] += nr;
+                st->mt_free_pages[mt] += nr << o;
+            }
+            if (mt != pageblock_default_mt())
+                st->mt_pageblocks[mt] += z->mt_pageblocks[mt];
+        }
+        st->mt_pageblocks[pageblock_default_mt()] += z->managed_pages / PAGEBLOCK_PAGES;
+        st->mt_fallbacks += z->mt_fallbacks;
+        st->mt_claims += z->mt_claims;
         lock_release(&z->lock);
     }
+    /* The default type has the pageblocks no request claimed. */
+    unsigned long claimed = 0;
+    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
+        if (mt != pageblock_default_mt())
+            claimed += st->mt_pageblocks[mt];
+    unsigned long *def = &st->mt_pageblocks[pageblock_default_mt()];
+    *def = *def > claimed ? *def - claimed : 0;
     st->purger_wakeups = __atomic_load_n(&page_purger.wakeups, __ATOMIC_RELAXED);
     st->purger_ticks = __atomic_load_n(&page_purger.ticks, __ATOMIC_RELAXED);
     st->purger_pages = __atomic_load_n(&page_purger.pages, __ATOMIC_RELAXED);
@@ -83,9 +100,14 @@ void *sk_alloc_pages(unsigned order)
     int saved = errno;
     if (page_init() != 0)
         return NULL;
-    struct sk_page *pg = page_alloc(order);
+    /* Its migratetype from the kernel API's gfp (__GFP_MOVABLE,
+     * __GFP_RECLAIMABLE), unmovable otherwise. */
+    unsigned mt = page_alloc_ctx & PAGE_ALLOC_MOVABLE       ? MIGRATE_MOVABLE
+                  : page_alloc_ctx & PAGE_ALLOC_RECLAIMABLE ? MIGRATE_RECLAIMABLE
+                                                            : MIGRATE_UNMOVABLE;
+    struct sk_page *pg = page_alloc_mt(order, mt);
     if (!pg && order <= SK_MAX_ORDER && page_release_free(true))
-        pg = page_alloc(order);   /* the other zone's free slices, given back */
+        pg = page_alloc_mt(order, mt);   /* the other zone's free slices, given back */
     page_purger_poll();
     return os_errno_restore(pg ? page_address(pg) : NULL, saved);
 }

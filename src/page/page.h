@@ -4,7 +4,8 @@
  * struct sk_page is slabkit's struct page: 64 bytes per 4 KiB page, kept in
  * the slice header (src/vm), never in the page itself.  A descriptor is in
  * one of these states, told by flags:
- *   PG_BUDDY   head of a free block on a zone free list (order, list, age)
+ *   PG_BUDDY   head of a free block on a zone free list (order, list,
+ *              migratetype, age)
  *   PG_PCP     head of a free block cached on a CPU's page list
  *   PG_HEAD    head of an allocated block (order; PG_LARGE: nr_pages)
  *   PG_SLAB    with PG_HEAD: the block is a slab (slab fields valid)
@@ -60,10 +61,24 @@
  * lists (page_alloc_kblock: kmalloc's 16-32 KiB), not an exact one. */
 #define PG_KBLOCK     0x8000u
 
+/* Migratetypes (buddy.c, "Grouping by mobility"): what a block's pages
+ * hold, so that pages of one kind share 2 MiB pageblocks and a pageblock
+ * empties whole.  The kernel's first three, in its order. */
+enum { MIGRATE_UNMOVABLE, MIGRATE_RECLAIMABLE, MIGRATE_MOVABLE, MIGRATE_TYPES };
+/* A pageblock is a huge page's worth of pages. */
+#define PAGEBLOCK_ORDER (HUGE_PAGE_SHIFT - SK_PAGE_SHIFT)
+#define PAGEBLOCK_PAGES ((size_t)1 << PAGEBLOCK_ORDER)
+#define PAGEBLOCK_BITS 4u   /* per pageblock in its slice's pageblock_bits */
+_Static_assert((SLICE_PAGES / PAGEBLOCK_PAGES) * PAGEBLOCK_BITS <= 64 * 2, "pageblock_bits holds a slice's");
+
 #define PCP_MAX_ORDER 3   /* orders with per-CPU page lists */
 /* One more per-CPU list: the exact-block cache (pcp.c, page_alloc_exact). */
 #define PCP_EXACT (PCP_MAX_ORDER + 1)
-#define PCP_NR_LISTS (PCP_EXACT + 1)
+/* And order 0's lists of the other two migratetypes (lists 0..3 are
+ * unmovable blocks of orders 0..3): the kernel's pcp lists per type. */
+#define PCP_RECLAIMABLE (PCP_EXACT + 1)
+#define PCP_MOVABLE (PCP_EXACT + 2)
+#define PCP_NR_LISTS (PCP_MOVABLE + 1)
 /* Nodes and zones (node.c): each node has two zones, its slab zone
  * (ZONE_NORMAL: slab pages, sk_alloc_pages blocks, sk_file pages, the
  * per-CPU lists in front) and its large blocks' zone (ZONE_LARGE); a
@@ -89,6 +104,7 @@ struct sk_page {
              * are known zero (calloc trusts that), so it only ever errs
              * high.  A prefix, because splitting hands out the low half. */
             uint32_t span;
+            uint8_t mt;                /* the migratetype of its list */
         } buddy;
         struct {                       /* PG_HEAD|PG_LARGE */
             size_t nr_pages;           /* pages handed out (<= 2^order) */
@@ -148,8 +164,8 @@ struct zone {
     lock_t lock;                       /* protects everything below but the
                                         * grow_lock fields */
     int node;
-    struct page_list dirty[SK_MAX_ORDER + 1];  /* resident free blocks */
-    struct page_list clean[SK_MAX_ORDER + 1];  /* purged / fresh free blocks */
+    struct page_list dirty[MIGRATE_TYPES][SK_MAX_ORDER + 1];  /* resident free blocks */
+    struct page_list clean[MIGRATE_TYPES][SK_MAX_ORDER + 1];  /* purged / fresh free blocks */
     unsigned long free_pages;          /* in free lists (not pcp) */
     unsigned long dirty_pages;         /* of which resident */
     unsigned long managed_pages;       /* joined to the zone: whole slices,
@@ -178,6 +194,8 @@ struct zone {
                                         * frontier_next on are not yet the
                                         * zone's (buddy.c, zone_grow_frontier) */
     size_t frontier_next;              /* (grow_lock, written under lock too) */
+    uint8_t grow_mt;                   /* (grow_lock) the migratetype of the
+                                        * request a growth is for */
     /* The purger's view (purge.c): every dirty block was freed at or before
      * dirtied_at (splits keep the parent's age, merges the oldest part's),
      * so once dirtied_at is decay_ms old, all of them are. */
@@ -193,6 +211,12 @@ struct zone {
      * free writes. */
     unsigned long clean_takes __attribute__((aligned(CACHE_LINE)));
     uint64_t zlc_full_until;           /* ms: the zonelist cache's "full" (node.c) */
+    /* Grouping by mobility (atomic stores under the lock): requests served
+     * from another migratetype's lists, and pageblocks they claimed. */
+    unsigned long mt_fallbacks, mt_claims;
+    /* Pageblocks of each type but the default (whose count is the rest
+     * of the zone's): changed only by zone_set_pageblock. */
+    unsigned long mt_pageblocks[MIGRATE_TYPES];
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -274,8 +298,49 @@ static inline void *page_address(const struct sk_page *pg)
     return (void *)(page_slice(pg)->base + (page_index(pg) << SK_PAGE_SHIFT));
 }
 
-/* Allocate a block of 2^order pages; NULL with errno ENOMEM. */
+/* ---- pageblock migratetypes (buddy.c, "Grouping by mobility") ---- */
+
+/* page_grouping=1: requests keep to pageblocks of their migratetype.
+ * Read once at page_init. */
+extern bool page_grouping SK_INTERNAL;
+/* A pageblock's type until a request of another claims it: movable with
+ * grouping (the kernel's for memory as it joins a zone), else the one
+ * type every request has. */
+static inline unsigned pageblock_default_mt(void)
+{
+    return page_grouping ? MIGRATE_MOVABLE : MIGRATE_UNMOVABLE;
+}
+/* A request's type: its own with grouping, else unmovable (the kernel's
+ * page_group_by_mobility_disabled). */
+static inline unsigned page_request_mt(unsigned mt)
+{
+    return page_grouping ? mt : MIGRATE_UNMOVABLE;
+}
+/* The migratetype of pg's pageblock: one word read, a shift and a mask
+ * (read unlocked: a type changing under the reader sends a block to the
+ * other type's list, as in the kernel, never anywhere wrong). */
+static inline unsigned pageblock_mt(const struct sk_page *pg)
+{
+    const struct vm_slice *s = page_slice(pg);
+    size_t pb = page_index(pg) >> PAGEBLOCK_ORDER;
+    uint64_t w = __atomic_load_n(&s->pageblock_bits[pb / 16], __ATOMIC_RELAXED);
+    return ((unsigned)(w >> (pb % 16 * PAGEBLOCK_BITS)) & 7u) ^ pageblock_default_mt();
+}
+/* Set it (the zone's lock held: a slice's pageblocks are one zone's). */
+static inline void pageblock_set_mt(struct sk_page *pg, unsigned mt)
+{
+    struct vm_slice *s = page_slice(pg);
+    size_t pb = page_index(pg) >> PAGEBLOCK_ORDER;
+    unsigned shift = (unsigned)(pb % 16) * PAGEBLOCK_BITS;
+    uint64_t w = __atomic_load_n(&s->pageblock_bits[pb / 16], __ATOMIC_RELAXED);
+    w = (w & ~((uint64_t)0xf << shift)) | ((uint64_t)(mt ^ pageblock_default_mt()) << shift);
+    __atomic_store_n(&s->pageblock_bits[pb / 16], w, __ATOMIC_RELAXED);
+}
+
+/* Allocate a block of 2^order pages; NULL with errno ENOMEM.  page_alloc
+ * is page_alloc_mt of MIGRATE_UNMOVABLE (slabs, metadata). */
 struct sk_page *page_alloc(unsigned order);
+struct sk_page *page_alloc_mt(unsigned order, unsigned mt);
 void page_free(struct sk_page *pg, unsigned order);
 /* Exactly nr_pages pages (the tail of the power-of-two block is freed);
  * the head gets PG_LARGE and nr_pages.  Aligned to 2^align_order pages. */
@@ -365,6 +430,11 @@ struct page_stats {
     unsigned long pcp_local_empties, pcp_local_blocks;
     /* Times a per-CPU list's high watermark doubled (pcp.c, pcp_tune). */
     unsigned long pcp_grows;
+    /* Grouping by mobility: free pages on each migratetype's lists,
+     * pageblocks of each type (the kernel's /proc/pagetypeinfo), requests
+     * served from another type's lists, and pageblocks they claimed. */
+    unsigned long mt_free_pages[MIGRATE_TYPES], mt_pageblocks[MIGRATE_TYPES];
+    unsigned long mt_fallbacks, mt_claims;
 };
 void page_stats(struct page_stats *st);
 /* Blocks the zones have taken that were not resident (fresh or purged
@@ -452,6 +522,8 @@ enum { PAGE_WMARK_MIN, PAGE_WMARK_LOW, PAGE_WMARK_HIGH, PAGE_NR_WMARKS };
 #define PAGE_ALLOC_HARDER        0x2u   /* GFP_ATOMIC: a quarter of the rest too */
 #define PAGE_ALLOC_NO_WATERMARKS 0x4u   /* the reclaimer, __GFP_MEMALLOC: up to the limit */
 #define PAGE_ALLOC_NORECLAIM     0x8u   /* no __GFP_DIRECT_RECLAIM: fail rather than reclaim */
+#define PAGE_ALLOC_MOVABLE       0x10u  /* __GFP_MOVABLE: sk_alloc_pages' migratetype */
+#define PAGE_ALLOC_RECLAIMABLE   0x20u  /* __GFP_RECLAIMABLE */
 extern __thread unsigned page_alloc_ctx __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
 /* Set the context for an allocation; returns the one to restore. */
 static inline unsigned page_ctx_enter(unsigned flags)

@@ -22,7 +22,7 @@ bool zone_purge(struct zone *z, uint64_t now, uint64_t decay_ms, unsigned long *
 bool zone_dirtied_since(struct zone *z, unsigned long seq);
 /* Drain into the zone every per-CPU page list that holds blocks and has
  * not been touched since the previous call (seen[] keeps each list's
- * operation count, (PCP_MAX_ORDER + 1) x cpu_nr_slots()).  Returns whether
+ * operation count, PCP_NR_LISTS x cpu_nr_slots()).  Returns whether
  * any list still holds blocks. */
 bool pcp_drain_idle(uint32_t *seen, unsigned long *drained);
 
@@ -51,7 +51,8 @@ extern unsigned long page_pcp_fresh_drains SK_INTERNAL, page_pcp_local_empties S
     page_pcp_local_blocks SK_INTERNAL, page_pcp_grows SK_INTERNAL;
 
 /* buddy.c */
-void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
+void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now,
+                 unsigned mt);
 unsigned long zone_remove(struct zone *z, struct sk_page *pg);
 void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
 /* ZONE_NORMAL or ZONE_LARGE. */
@@ -75,13 +76,14 @@ struct zone *zonelist_pick(unsigned kind, unsigned long pages);
 void zlc_mark_full(struct zone *z);
 /* zone_alloc_bulk of the slab zone the zonelist picks (*zp gets it), and
  * zone_alloc of a zone of `kind`: when the zone's growth failed, the
- * next zone along the zonelist (node.c). */
-unsigned zonelist_alloc_bulk(unsigned order, struct sk_page **out, unsigned n, struct zone **zp);
-struct sk_page *zonelist_alloc(unsigned kind, unsigned order, size_t exact, unsigned align_order,
+ * next zone along the zonelist (node.c).  mt: the migratetype. */
+unsigned zonelist_alloc_bulk(unsigned order, unsigned mt, struct sk_page **out, unsigned n, struct zone **zp);
+struct sk_page *zonelist_alloc(unsigned kind, unsigned order, unsigned mt, size_t exact, unsigned align_order,
                                unsigned fit_order);
 
-struct sk_page *zone_alloc(struct zone *z, unsigned order, size_t exact, unsigned align_order, unsigned fit_order);
-unsigned zone_alloc_bulk(struct zone *z, unsigned order, struct sk_page **out, unsigned n);
+struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t exact, unsigned align_order,
+                           unsigned fit_order);
+unsigned zone_alloc_bulk(struct zone *z, unsigned order, unsigned mt, struct sk_page **out, unsigned n);
 void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);
 /* zone_free_bulk for blocks of any zones (a per-CPU list's: a block freed
  * on a CPU of another node joins that CPU's list), each to its own;
@@ -93,7 +95,7 @@ void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t e
 /* pcp.c */
 unsigned long pcp_pages(void);
 bool zone_has_dirty(const struct zone *z, unsigned order);
-bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first);
+bool zone_drain_before_fresh(struct zone *z, unsigned order, unsigned mt, bool first);
 void exact_cached(unsigned long *blocks, unsigned long *pages);
 
 /* reclaim.c */

@@ -1,5 +1,6 @@
 /*
- * pcp.c — the per-CPU page lists in front of zone 0 (orders 0..3) and the
+ * pcp.c — the per-CPU page lists in front of the slab zones (unmovable
+ * blocks of orders 0..3, order 0 of the other two migratetypes) and the
  * exact-block cache, their tuning and draining, and the block API the
  * slab layer and kmalloc call (page_alloc, page_free, page_alloc_exact).
  *
@@ -19,6 +20,36 @@
 
 #include "page/page_internal.h"
 
+/* ---- the lists ---- */
+
+/*
+ * Lists 0..PCP_MAX_ORDER hold unmovable blocks of those orders (slabs,
+ * kblocks, metadata), PCP_RECLAIMABLE and PCP_MOVABLE order-0 blocks of
+ * those types (slabs of SLAB_RECLAIM_ACCOUNT caches, sk_file pages): the
+ * kernel keeps a list per type, so that a request gets a block of its own
+ * pageblocks back.  Larger blocks of those two types go to the zone, as
+ * the kernel's larger orders did (its per-CPU lists held order 0 only).
+ */
+static inline bool pcp_block_list(unsigned l)
+{
+    return l != PCP_EXACT;
+}
+/* The order of list l's blocks (l a block list). */
+static inline unsigned pcp_order(unsigned l)
+{
+    return l <= PCP_MAX_ORDER ? l : 0;
+}
+/* The list of blocks of `order` (at most PCP_MAX_ORDER) and migratetype
+ * mt, or PCP_NR_LISTS: none. */
+static inline unsigned pcp_list(unsigned order, unsigned mt)
+{
+    if (likely(mt == MIGRATE_UNMOVABLE))
+        return order;
+    if (order)
+        return PCP_NR_LISTS;
+    return mt == MIGRATE_RECLAIMABLE ? PCP_RECLAIMABLE : PCP_MOVABLE;
+}
+
 /* ---- draining before fresh memory ---- */
 
 /*
@@ -37,9 +68,9 @@
 unsigned long pcp_pages(void)
 {
     unsigned long pages = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        for (int cpu = 0; cpu < cpu_nr_slots(); cpu++)
-            pages += (unsigned long)cpu_array_count(page_pcp.lists[o], cpu) << o;
+    for (unsigned l = 0; l < PCP_NR_LISTS; l++)
+        for (int cpu = 0; pcp_block_list(l) && cpu < cpu_nr_slots(); cpu++)
+            pages += (unsigned long)cpu_array_count(page_pcp.lists[l], cpu) << pcp_order(l);
     return pages;
 }
 
@@ -48,8 +79,9 @@ unsigned long pcp_pages(void)
 bool zone_has_dirty(const struct zone *z, unsigned order)
 {
     for (unsigned o = order; o <= SK_MAX_ORDER; o++)
-        if (z->dirty[o].head)
-            return true;
+        for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
+            if (z->dirty[mt][o].head)
+                return true;
     return false;
 }
 
@@ -83,7 +115,7 @@ bool zone_has_dirty(const struct zone *z, unsigned order)
  */
 #define PCP_GROW_BYTES ((size_t)1 << 20)
 static uint8_t pcp_overflowed[CPU_MAX_IDS + 1];
-_Static_assert(PCP_MAX_ORDER < 8, "pcp_overflowed holds a bit per order");
+_Static_assert(PCP_NR_LISTS <= 8, "pcp_overflowed holds a bit per list");
 
 static inline void pcp_overflow_note(int cpu, unsigned o)
 {
@@ -112,8 +144,8 @@ static inline bool pcp_grown(unsigned o, int cpu)
  * beyond that to the zone (popped here: if this thread moved to another
  * CPU since, that one's list gives its top blocks instead, as harmless).
  * No lock held. */
-/* Up to max blocks off this thread's list of order o, to the zone;
- * returns the blocks moved.  No lock held. */
+/* Up to max blocks off this thread's list o, to the zone; returns the
+ * blocks moved.  No lock held. */
 static unsigned long pcp_pop_to_zone(unsigned o, unsigned long max)
 {
     struct sk_page *buf[PCP_BATCH_MAX];
@@ -121,7 +153,7 @@ static unsigned long pcp_pop_to_zone(unsigned o, unsigned long max)
     unsigned n;
     while (moved < max && (n = cpu_pop_batch(page_pcp.lists[o], (void **)buf,
                                              max - moved < PCP_BATCH_MAX ? (unsigned)(max - moved) : PCP_BATCH_MAX))) {
-        zone_free_pages(buf, n, o);
+        zone_free_pages(buf, n, pcp_order(o));
         moved += n;
     }
     return moved;
@@ -138,45 +170,45 @@ static void pcp_ungrow(unsigned o, int cpu)
         pcp_pop_to_zone(o, count - high);
 }
 
-/* Slot cpu's lists other than order keep's: whether one is grown; all of
+/* Slot cpu's block lists other than keep: whether one is grown; all of
  * them back to high. */
 static bool pcp_others_grown(int cpu, unsigned keep)
 {
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != keep && pcp_grown(o, cpu))
+    for (unsigned o = 0; o < PCP_NR_LISTS; o++)
+        if (o != keep && pcp_block_list(o) && pcp_grown(o, cpu))
             return true;
     return false;
 }
 
-/* Whether slot cpu's lists other than keep's hold any block. */
+/* Whether slot cpu's block lists other than keep hold any block. */
 static bool pcp_others_hold(int cpu, unsigned keep)
 {
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != keep && cpu_array_count(page_pcp.lists[o], cpu))
+    for (unsigned o = 0; o < PCP_NR_LISTS; o++)
+        if (o != keep && pcp_block_list(o) && cpu_array_count(page_pcp.lists[o], cpu))
             return true;
     return false;
 }
 
 static void pcp_ungrow_others(int cpu, unsigned keep)
 {
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != keep)
+    for (unsigned o = 0; o < PCP_NR_LISTS; o++)
+        if (o != keep && pcp_block_list(o))
             pcp_ungrow(o, cpu);
 }
 
-/* This CPU's lists other than order keep's, emptied into the zone (popped
+/* This CPU's block lists other than keep, emptied into the zone (popped
  * here, as pcp_ungrow does); returns the blocks moved. */
 static unsigned long pcp_empty_others(unsigned keep)
 {
     unsigned long moved = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (o != keep)
+    for (unsigned o = 0; o < PCP_NR_LISTS; o++)
+        if (o != keep && pcp_block_list(o))
             moved += pcp_pop_to_zone(o, ULONG_MAX);
     return moved;
 }
 
-/* A refill of this CPU's list of `order`: grow it if it overflowed since
- * the last one, and put the others back. */
+/* A refill of this CPU's list `order` (a list index): grow it if it
+ * overflowed since the last one, and put the others back. */
 static void pcp_tune(unsigned order)
 {
     int cpu = cpu_current();
@@ -190,21 +222,24 @@ static void pcp_tune(unsigned order)
     pcp_ungrow_others(cpu, order);
 }
 
-/* Called with z->lock held by a request of `order`: true when it dropped
- * the lock and drained the per-CPU lists (the caller starts over).  Only
- * for the zone they feed (a node's slab zone; large blocks have a zone of their
- * own), at most once a request (the caller passes `first`). */
-bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
+/* Called with z->lock held by a request of `order` and migratetype mt:
+ * true when it dropped the lock and drained the per-CPU lists (the caller
+ * starts over).  Only for the zone they feed (a node's slab zone; large
+ * blocks have a zone of their own), at most once a request (the caller
+ * passes `first`). */
+bool zone_drain_before_fresh(struct zone *z, unsigned order, unsigned mt, bool first)
 {
     if (!first || zone_kind(z) != ZONE_NORMAL || !pcp_enabled || zone_has_dirty(z, order))
         return false;
+    /* The request's own list (empty: it came here): not drained. */
+    unsigned keep = order <= PCP_MAX_ORDER ? pcp_list(order, page_request_mt(mt)) : PCP_NR_LISTS;
     /* First this CPU's lists that tuning grew (other than the request's
      * own, empty): what they hold beyond high goes back, here, with no
      * other CPU to interrupt and so no rate limit. */
     int cpu = cpu_current();
-    if (pcp_others_grown(cpu, order)) {
+    if (pcp_others_grown(cpu, keep)) {
         lock_release(&z->lock);
-        pcp_ungrow_others(cpu, order);
+        pcp_ungrow_others(cpu, keep);
         return true;
     }
     /* Every CPU's lists at most once per FRESH_DRAIN_MS: that interrupts
@@ -229,11 +264,11 @@ bool zone_drain_before_fresh(struct zone *z, unsigned order, bool first)
         page_drain_pcp();
         return true;
     }
-    if (now - page_init_at < FRESH_DRAIN_MS || !pcp_others_hold(cpu, order))
+    if (now - page_init_at < FRESH_DRAIN_MS || !pcp_others_hold(cpu, keep))
         return false;
     lock_release(&z->lock);
     __atomic_fetch_add(&page_pcp_local_empties, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&page_pcp_local_blocks, pcp_empty_others(order), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&page_pcp_local_blocks, pcp_empty_others(keep), __ATOMIC_RELAXED);
     return true;
 }
 
@@ -259,15 +294,17 @@ static int page_init_locked(void)
         page_zones[n].fresh_drain_at = now;
     }
     pcp_enabled = sk_opt.pcp != 0;
+    page_grouping = sk_opt.page_grouping != 0;
     node_init();
     budget_init();
     /* High watermark and batch per order, as the kernel sizes pcp lists:
      * the batch amortises one zone-lock round trip; high bounds what a CPU
      * keeps (464 KiB of order-0 pages, 256 KiB of each larger order:
-     * measured with bench/pagestream and bench/peers' sizeclass). */
-    static const unsigned high[PCP_NR_LISTS] = { 116, 16, 8, 8, EXACT_CACHE_BLOCKS };
+     * measured with bench/pagestream and bench/peers' sizeclass; order 0's
+     * lists of the other two migratetypes as order 0's). */
+    static const unsigned high[PCP_NR_LISTS] = { 116, 16, 8, 8, EXACT_CACHE_BLOCKS, 116, 116 };
     for (unsigned o = 0; o < PCP_NR_LISTS; o++) {
-        size_t most = o <= PCP_MAX_ORDER ? (PCP_GROW_BYTES >> SK_PAGE_SHIFT) >> o : 0;
+        size_t most = pcp_block_list(o) ? (PCP_GROW_BYTES >> SK_PAGE_SHIFT) >> pcp_order(o) : 0;
         page_pcp.high[o] = high[o];
         page_pcp.high_max[o] = most > CPU_ARRAY_MAX ? CPU_ARRAY_MAX : most > high[o] ? (unsigned)most : high[o];
         page_pcp.batch[o] = high[o] / 4 < PCP_BATCH_MAX ? high[o] / 4 : PCP_BATCH_MAX;
@@ -309,24 +346,26 @@ int page_init(void)
     return r;
 }
 
-struct sk_page *page_alloc(unsigned order)
+struct sk_page *page_alloc_mt(unsigned order, unsigned mt)
 {
     if (order > SK_MAX_ORDER) {
         errno = ENOMEM;
         return NULL;
     }
-    if (order <= PCP_MAX_ORDER) {
-        struct sk_page *pg = cpu_pop(page_pcp.lists[order]);
+    mt = page_request_mt(mt);
+    unsigned l = order <= PCP_MAX_ORDER ? pcp_list(order, mt) : PCP_NR_LISTS;
+    if (l < PCP_NR_LISTS) {
+        struct sk_page *pg = cpu_pop(page_pcp.lists[l]);
         if (likely(pg)) {
             pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }
         if (pcp_enabled) {
-            pcp_tune(order);
+            pcp_tune(l);
             /* Refill: one zone-lock round trip for a batch. */
             struct sk_page *batch[PCP_BATCH_MAX];
             struct zone *z;
-            unsigned n = zonelist_alloc_bulk(order, batch, page_pcp.batch[order], &z);
+            unsigned n = zonelist_alloc_bulk(order, mt, batch, page_pcp.batch[l], &z);
             if (n == 0) {
                 errno = ENOMEM;
                 return NULL;
@@ -341,15 +380,20 @@ struct sk_page *page_alloc(unsigned order)
                 batch[1 + i] = batch[n - i];
                 batch[n - i] = t;
             }
-            cpu_array_ready(page_pcp.lists[order], page_pcp.high[order]);
-            unsigned pushed = cpu_push_batch(page_pcp.lists[order], (void **)batch + 1, n);
+            cpu_array_ready(page_pcp.lists[l], page_pcp.high[l]);
+            unsigned pushed = cpu_push_batch(page_pcp.lists[l], (void **)batch + 1, n);
             if (pushed < n)
                 zone_free_bulk(z, batch + 1 + pushed, n - pushed, order);
             pg_set_flags(pg, PG_HEAD | (pg_flags(pg) & PG_ZEROED));
             return pg;
         }
     }
-    return zonelist_alloc(ZONE_NORMAL, order, 0, 0, EXACT_FIT_MIN_ORDER);
+    return zonelist_alloc(ZONE_NORMAL, order, mt, 0, 0, EXACT_FIT_MIN_ORDER);
+}
+
+struct sk_page *page_alloc(unsigned order)
+{
+    return page_alloc_mt(order, MIGRATE_UNMOVABLE);
 }
 
 /* A push onto per-CPU list `l` after the fast push failed: the locked
@@ -365,19 +409,20 @@ static bool pcp_push_slow(unsigned l, struct sk_page *pg)
     return cpu_array_ready(page_pcp.lists[l], page_pcp.high[l]) && cpu_push(page_pcp.lists[l], pg) > 0;
 }
 
-/* page_free's rest: a per-CPU list full or not ready yet, or none.  Out
- * of line, so that the push above needs no stack frame (its batch array
- * made every free of a slab or a kblock save six registers). */
-static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
+/* page_free's rest: per-CPU list l full or not ready yet, or none
+ * (PCP_NR_LISTS).  Out of line, so that the push above needs no stack
+ * frame (its batch array made every free of a slab or a kblock save six
+ * registers). */
+static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsigned l)
 {
     struct zone *z = &page_zones[pg->node];
-    if (order <= PCP_MAX_ORDER && pcp_enabled) {
-        if (pcp_push_slow(order, pg))
+    if (l < PCP_NR_LISTS) {
+        if (pcp_push_slow(l, pg))
             return;
         /* Full: drain a batch to the zone, with this block. */
-        pcp_overflow_note(cpu_current(), order);
+        pcp_overflow_note(cpu_current(), l);
         struct sk_page *batch[PCP_BATCH_MAX + 1];
-        unsigned n = cpu_pop_batch(page_pcp.lists[order], (void **)batch, page_pcp.batch[order]);
+        unsigned n = cpu_pop_batch(page_pcp.lists[l], (void **)batch, page_pcp.batch[l]);
         batch[n++] = pg;
         zone_free_pages(batch, n, order);   /* blocks of other nodes too */
         return;
@@ -390,15 +435,21 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order)
     zone_release_dirtied(z, now);
 }
 
+/* To the per-CPU list of its order and its pageblock's migratetype (the
+ * kernel's free_hot_cold_page), or to its zone. */
 void page_free(struct sk_page *pg, unsigned order)
 {
+    unsigned l = PCP_NR_LISTS;
     if (likely(order <= PCP_MAX_ORDER && pcp_enabled)) {
-        pg_set_flags(pg, PG_PCP);
-        pg->order = (uint8_t)order;
-        if (likely(cpu_push_fast(page_pcp.lists[order], pg)))
-            return;
+        l = page_grouping ? pcp_list(order, pageblock_mt(pg)) : order;
+        if (likely(l < PCP_NR_LISTS)) {
+            pg_set_flags(pg, PG_PCP);
+            pg->order = (uint8_t)order;
+            if (likely(cpu_push_fast(page_pcp.lists[l], pg)))
+                return;
+        }
     }
-    page_free_slow(pg, order);
+    page_free_slow(pg, order, l);
 }
 
 /*
@@ -432,7 +483,7 @@ static struct sk_page *alloc_exact(size_t nr_pages, unsigned align_order, unsign
         return NULL;
     }
     /* The block and its tail's return in one lock hold. */
-    struct sk_page *pg = zonelist_alloc(ZONE_LARGE, order, nr_pages, align_order, fit_order);
+    struct sk_page *pg = zonelist_alloc(ZONE_LARGE, order, MIGRATE_MOVABLE, nr_pages, align_order, fit_order);
     if (!pg)
         return NULL;
     pg->large.nr_pages = nr_pages;    /* before the flag: a fork child's rebuild counts it */
@@ -552,12 +603,12 @@ static unsigned long pcp_drain_one(unsigned o, int cpu)
             for (unsigned i = 0; i < n; i++)
                 page_free_run(buf[i]);   /* each to its own zone */
         } else {
-            zone_free_pages(buf, n, o);   /* each to its own zone */
+            zone_free_pages(buf, n, pcp_order(o));   /* each to its own zone */
         }
         total += n;
     }
     /* Drained: back to the high watermark it started with. */
-    if (o <= PCP_MAX_ORDER) {
+    if (pcp_block_list(o)) {
         cpu_array_trim(page_pcp.lists[o], cpu, page_pcp.high[o]);
         pcp_overflow_take(cpu, o);
     }

@@ -72,17 +72,24 @@ static bool page_huge(const struct sk_page *pg)
  * pages purged. */
 /* The oldest dirty block of order o that may be purged (in a huge-page
  * slice only whole huge pages: smaller blocks there are stepped over, up
- * to RECLAIM_SKIP of them, unless `split`), or NULL. */
+ * to RECLAIM_SKIP of them, unless `split`), or NULL: the oldest of each
+ * migratetype's list's. */
 static struct sk_page *reclaim_candidate(struct zone *z, int o, bool split)
 {
-    unsigned skipped = 0;
-    for (struct sk_page *pg = z->dirty[o].tail; pg; pg = pg->buddy.prev) {
-        if (split || !(o < HUGE_ORDER && page_huge(pg)))
-            return pg;
-        if (++skipped > RECLAIM_SKIP)
-            break;
+    struct sk_page *best = NULL;
+    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++) {
+        unsigned skipped = 0;
+        for (struct sk_page *pg = z->dirty[mt][o].tail; pg; pg = pg->buddy.prev) {
+            if (split || !(o < HUGE_ORDER && page_huge(pg))) {
+                if (!best || pg->buddy.freed_at < best->buddy.freed_at)
+                    best = pg;
+                break;
+            }
+            if (++skipped > RECLAIM_SKIP)
+                break;
+        }
     }
-    return NULL;
+    return best;
 }
 
 /* Take candidate pg (of order o) off its list onto the victims chain,

@@ -106,7 +106,9 @@ static void *zeroed_page(struct sk_page **out)
  * (FGP_ACCESSED); a swap-in page is marked by the access that wanted it. */
 static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t from, size_t to, bool write)
 {
-    struct sk_page *pg = page_alloc(0);
+    /* Movable, as the kernel's page cache pages are (GFP_HIGHUSER_MOVABLE):
+     * they keep to pageblocks of their own, away from slabs. */
+    struct sk_page *pg = page_alloc_mt(0, MIGRATE_MOVABLE);
     if (!pg)
         return NULL;
     if (!(pg_flags(pg) & PG_ZEROED) && (from > 0 || to < SK_PAGE_SIZE)) {

@@ -148,7 +148,7 @@ static inline unsigned slab_node_of(const struct sk_page *pg)
  * another zone is a fatal error, not a slab among the large blocks. */
 static inline struct sk_page *slab_pages_alloc(const struct slab_cache *c)
 {
-    struct sk_page *pg = page_alloc(c->order);
+    struct sk_page *pg = page_alloc_mt(c->order, c->page_mt);
     if (unlikely(pg && (pg->node & 1) != ZONE_NORMAL))
         os_fatal("slab page from the page allocator's zone %u, not a node's slab zone", pg->node);
     return pg;

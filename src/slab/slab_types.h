@@ -180,6 +180,10 @@ struct slab_cache {
     unsigned long kernel_flags;
     long nowait_budget;
     bool nowait_armed;
+    /* The migratetype of its slabs' pages: MIGRATE_RECLAIMABLE for a
+     * SLAB_RECLAIM_ACCOUNT cache (set by the kernel API before its first
+     * allocation), MIGRATE_UNMOVABLE (0) otherwise. */
+    uint8_t page_mt;
     /* SLAB_TYPESAFE_BY_RCU: an empty slab's pages never go straight back
      * to the page allocator.  Its frees keep empty slabs on the node list
      * for the cache's own reuse (min_partial unbounded), the automatic

@@ -113,7 +113,11 @@ struct vm_slice {
     size_t committed;             /* header bytes read-write from its start; the
                                    * rest read-only zeros (a partial slice's
                                    * descriptors past its mapped prefix) */
-    uint64_t unused[5];
+    /* (the page layer's, under its zone's lock) PAGEBLOCK_BITS per 2 MiB
+     * pageblock: its migratetype, stored xor the default so that a new
+     * slice's zeros read as the default (page.h, pageblock_mt). */
+    uint64_t pageblock_bits[2];
+    uint64_t unused[3];
     /* Descriptors, one per 4 KiB page, 64-byte aligned (pages[] is at 128). */
     unsigned char pages[];
 };

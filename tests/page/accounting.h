@@ -190,9 +190,12 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
         acct_mark(r, live[i].p, live[i].order, "live");
     }
     page_for_each_free(acct_free_cb, r);
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++) {
-        cpu_arrays_t tab = page_pcp.lists[o];
-        if (!tab || tab == cpu_empty_arrays)
+    /* The block lists: orders 0..PCP_MAX_ORDER, then order 0's of the
+     * reclaimable and movable types. */
+    for (unsigned l = 0; l < PCP_NR_LISTS; l++) {
+        cpu_arrays_t tab = page_pcp.lists[l];
+        unsigned o = l <= PCP_MAX_ORDER ? l : 0;
+        if (l == PCP_EXACT || !tab || tab == cpu_empty_arrays)
             continue;
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct cpu_array *a = cpu_array_at(tab, cpu);
