@@ -8,8 +8,11 @@
  * variant's processes' rusage and wall time, all dds included.  The
  * variants:
  *
- *   before   SLABKIT_OPTIONS=page_microopt=0: what the series removed
+ *   before   SLABKIT_OPTIONS=page_microopt=0: what the series removed,
+ *            each patch slabkit has a path for
  *   after    the default
+ *   --patches  instead: after, each patch's before alone (page_before=NAME)
+ *            and all of them, rotated, one line each (docs/shmem.md)
  *   pcp=0    (--ablation, and --full) no per-CPU page lists: an ablation of slabkit's
  *            page allocator, not the seed's before (2014 kernels had them)
  *
@@ -32,10 +35,12 @@
  * figures beside them; on stdout and in results/ddtmpfs.txt (--out).
  */
 #include "bench.h"
+#include "page/page.h"
 #include "slabkit.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -101,8 +106,23 @@ static double dd_once(const char *block, size_t size, double *cpu)
     return secs;
 }
 
+static void *noop_thread(void *arg)
+{
+    return arg;
+}
+
 static void child(size_t size, int iters)
 {
+    /* A thread started and joined: the process counts as threaded, so
+     * the zones keep freed pages up to dirty_max_mb, as with the purger
+     * (src/page/reclaim.c, "Returning memory without a thread"), instead
+     * of trimming at free what passes twice the largest block freed.
+     * Single-threaded, a third of each dd's pages faulted in afresh
+     * (perf stat: 25,000 faults a 65,536-page dd), and the page faults,
+     * not the allocator, were a quarter of the profile. */
+    pthread_t t;
+    if (pthread_create(&t, NULL, noop_thread, NULL) == 0)
+        pthread_join(t, NULL);
     char *block = raw_map(BS);          /* dd if=/dev/zero: a block of zeros */
     double cpu;
     dd_once(block, size, &cpu);         /* untimed: the memory faults in */
@@ -118,9 +138,10 @@ static char self_path[4096];
 
 struct totals { double user, sys, elapsed; };
 
-/* Run one child of variant v; append its dd times to t[*n] (wall) and
- * ct[*n] (CPU). */
-static int spawn(enum variant v, char *const argv[], double *t, double *ct, int *n, struct totals *tot)
+/* Run one child with options vopt (named name); append its dd times to
+ * t[*n] (wall) and ct[*n] (CPU). */
+static int spawn(const char *vopt, const char *name, char *const argv[], double *t, double *ct, int *n,
+                 struct totals *tot)
 {
     int fd[2];
     if (pipe(fd) < 0)
@@ -135,8 +156,7 @@ static int spawn(enum variant v, char *const argv[], double *t, double *ct, int 
         close(fd[1]);
         const char *base = getenv("SLABKIT_OPTIONS");
         char opts[1024];
-        snprintf(opts, sizeof opts, "%s%s%s", vopts[v], *vopts[v] && base && *base ? "," : "",
-                 base ? base : "");
+        snprintf(opts, sizeof opts, "%s%s%s", vopt, *vopt && base && *base ? "," : "", base ? base : "");
         setenv("SLABKIT_OPTIONS", opts, 1);
         execv(self_path, argv);
         _exit(127);
@@ -159,7 +179,7 @@ static int spawn(enum variant v, char *const argv[], double *t, double *ct, int 
     tot->user += (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
     tot->sys += (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-        fprintf(stderr, "ddtmpfs: %s child failed\n", vname[v]);
+        fprintf(stderr, "ddtmpfs: %s child failed\n", name);
         return -1;
     }
     return 0;
@@ -172,31 +192,93 @@ static double gain(double x, double base, int lower_better)
     return (lower_better ? base - x : x - base) / base * 100.0;
 }
 
+/*
+ * --patches: the series patch by patch.  Variants: after (the default),
+ * each patch's before alone (page_before=NAME), and every before
+ * (page_microopt=0), interleaved in rotation; per variant the median dd
+ * time and dd CPU time, and the processes' user and system time, each
+ * as the time the before takes more than after (+: the patch saves it).
+ */
+#define NPATCH_NAMES PAGE_NR_PATCHES   /* page.h's list: page_patch_names */
+
+static int patch_table(size_t size, int runs, char *size_arg, char *iters_arg, const char *out_path)
+{
+    enum { NV = NPATCH_NAMES + 2 };
+    static char opts[NV][64], names[NV][48];
+    static double t[NV][MAX_SAMPLES], ct[NV][MAX_SAMPLES];
+    int n[NV] = { 0 };
+    struct totals tot[NV];
+    memset(tot, 0, sizeof tot);
+    snprintf(names[0], sizeof names[0], "after (default)");
+    for (int i = 0; i < NPATCH_NAMES; i++) {
+        snprintf(opts[i + 1], sizeof opts[i + 1], "page_before=%s", page_patch_names[i]);
+        snprintf(names[i + 1], sizeof names[i + 1], "%2d %s", page_patch_numbers[i], page_patch_names[i]);
+    }
+    snprintf(opts[NV - 1], sizeof opts[NV - 1], "page_microopt=0");
+    snprintf(names[NV - 1], sizeof names[NV - 1], "all (page_microopt=0)");
+    for (int r = 0; r < runs; r++)
+        for (int k = 0; k < NV; k++) {
+            int v = (k + r) % NV;   /* rotated: each variant in each place in turn */
+            bench_progress("run %d/%d  %s", r + 1, runs, names[v]);
+            char *cargv[] = { self_path, "--child", names[v], "--size", size_arg, "--iters", iters_arg, NULL };
+            if (spawn(opts[v], names[v], cargv, t[v], ct[v], &n[v], &tot[v]) < 0)
+                return 1;
+        }
+    bench_progress_done();
+    FILE *outs[2] = { stdout, out_path && *out_path ? fopen(out_path, "w") : NULL };
+    double base_t = bench_summary(t[0], n[0]).median, base_c = bench_summary(ct[0], n[0]).median;
+    for (int o = 0; o < 2; o++) {
+        FILE *f = outs[o];
+        if (!f)
+            continue;
+        fprintf(f, "ddtmpfs --patches: dd bs=1M of a %zu MiB sk_file, then rm; each of seed 001's patches' before"
+                   " alone, %d dds per variant (%d processes, rotated); %% = more than after (+: the patch"
+                   " saves that)\n\n",
+                size >> 20, n[0], runs);
+        fprintf(f, "%-26s %22s %22s %18s %18s\n", "variant", "dd time, median (s)", "dd CPU, median (s)",
+                "user (s)", "system (s)");
+        for (int v = 0; v < NV; v++) {
+            double tm = bench_summary(t[v], n[v]).median, tc = bench_summary(ct[v], n[v]).median;
+            fprintf(f, "%-26s %12.4f (%+6.2f%%) %12.4f (%+6.2f%%) %8.2f (%+6.2f%%) %8.2f (%+6.2f%%)\n", names[v], tm,
+                    gain(tm, base_t, 0), tc, gain(tc, base_c, 0), tot[v].user, gain(tot[v].user, tot[0].user, 0),
+                    tot[v].sys, gain(tot[v].sys, tot[0].sys, 0));
+        }
+        fprintf(f, "(a negative %% is a before faster than after; the patches not here have no code path in"
+                   " slabkit: docs/shmem.md)\n");
+    }
+    if (outs[1])
+        fclose(outs[1]);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: ddtmpfs [--quick|--full] [--size BYTES] [--runs N] [--iters N] [--ablation] [--out FILE]\n"
+            "usage: ddtmpfs [--quick|--full] [--size BYTES] [--runs N] [--iters N] [--ablation] [--patches]"
+            " [--out FILE]\n"
             "  --size      file size (K/M/G), default 1/10 of memory (quick: at most 256M)\n"
             "  --runs      processes per variant, interleaved A B B A ..., default 8 (quick: 6)\n"
             "  --iters     timed dds per process, default 10\n"
-            "  --ablation  also run pcp=0 (no per-CPU page lists; not the seed's before); on with --full\n");
+            "  --ablation  also run pcp=0 (no per-CPU page lists; not the seed's before); on with --full\n"
+            "  --patches   each patch's before alone against after: the per-patch table\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     size_t size = 0;
-    int runs = 0, iters = 0, quick = 1, ablation = 0;
+    int runs = 0, iters = 0, quick = 1, ablation = 0, patches = 0;
     const char *out_path = "results/ddtmpfs.txt", *child_v = NULL;
     static const struct option lo[] = {
         { "size", required_argument, 0, 's' }, { "runs", required_argument, 0, 'r' },
         { "iters", required_argument, 0, 'i' }, { "quick", no_argument, 0, 'q' },
         { "full", no_argument, 0, 'F' },        { "ablation", no_argument, 0, 'a' },
         { "out", required_argument, 0, 'o' },  { "child", required_argument, 0, 'c' },
-        { "help", no_argument, 0, 'h' },       { 0, 0, 0, 0 }
+        { "help", no_argument, 0, 'h' },       { "patches", no_argument, 0, 'p' },
+        { 0, 0, 0, 0 }
     };
     int c;
-    while ((c = getopt_long(argc, argv, "s:r:i:qFao:c:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:r:i:qFapo:c:h", lo, NULL)) != -1) {
         switch (c) {
         case 's': size = bench_parse_size(optarg); break;
         case 'r': runs = atoi(optarg); break;
@@ -204,6 +286,7 @@ int main(int argc, char **argv)
         case 'q': quick = 1; break;
         case 'F': quick = 0; break;
         case 'a': ablation = 1; break;
+        case 'p': patches = 1; break;
         case 'o': out_path = optarg; break;
         case 'c': child_v = optarg; break;
         default: usage();
@@ -249,6 +332,8 @@ int main(int argc, char **argv)
     snprintf(iters_arg, sizeof iters_arg, "%d", iters);
     fprintf(stderr, "ddtmpfs: %zu MiB file, 1 MiB writes, %d processes x %d dds per variant, interleaved\n",
             size >> 20, runs, iters);
+    if (patches)
+        return patch_table(size, runs, size_arg, iters_arg, out_path);
     int failed = 0;
     for (int r = 0; r < runs && !failed; r++) {
         for (int k = 0; k < nv; k++) {
@@ -256,7 +341,7 @@ int main(int argc, char **argv)
             bench_progress("run %d/%d  %s", r + 1, runs, vlabel[v]);
             char *cargv[] = { self_path, "--child", (char *)vname[v], "--size", size_arg,
                               "--iters", iters_arg, NULL };
-            if (spawn(v, cargv, t[v], ct[v], &n[v], &tot[v]) < 0)
+            if (spawn(vopts[v], vname[v], cargv, t[v], ct[v], &n[v], &tot[v]) < 0)
                 failed = 1;
         }
     }

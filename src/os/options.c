@@ -67,6 +67,7 @@ struct option_def {
 #define OPT_STR_MAX sizeof sk_opt.swap_file
 _Static_assert(sizeof sk_opt.swap_file == sizeof sk_opt.slabinfo_file &&
                sizeof sk_opt.swap_file == sizeof sk_opt.debug_caches &&
+               sizeof sk_opt.swap_file == sizeof sk_opt.page_before &&
                sizeof sk_opt.swap_file == sizeof sk_opt.failslab_caches, "string options: one size");
 
 /* Words for values: allocator and slab_mgmt take only words (a word says
@@ -158,7 +159,11 @@ static const struct option_def defs[] = {
       "write the exit report to this path (%p: the pid); implies slabinfo_at_exit", NULL, NULL },
     { "verbose", NUM(verbose, 0, 1, NULL, "print start-up facts (rseq or fallback, THP)"), NULL, NULL },
     { "page_microopt", NUM(page_microopt, 0, 1, NULL,
-      "seed 001's series in sk_file's page, LRU and accessed-bit paths (0: the atomic updates it removed)"),
+      "seed 001's series, every patch of it that slabkit has a path for (0: each one's 3.15-rc1 before)"),
+      NULL, NULL },
+    { "page_before", OPT_NAMES, NULL, sk_opt.page_before, 0, -1, NULL,
+      "seed 001's patches whose 3.15-rc1 before to restore, NAME:NAME (zlc, buddy_zone_id, no_watermarks, "
+      "pageblock_word, pfn_once, free_mt_unlocked, shmem_getpage, release_pages, lru_add, accessed, prefetch_flags)",
       NULL, NULL },
     { "shmem_limit_mb", NUM(shmem_limit_mb, 0, 1 << 20, NULL,
       "resident MiB of sk_file pages; beyond it they swap to swap_file (0: no limit)"), NULL, NULL },
@@ -299,7 +304,10 @@ static void format_value(const struct option_def *d, const struct sk_options *o,
     size_t off = d->val ? (size_t)((char *)d->val - (char *)&sk_opt) : (size_t)(d->str - (char *)&sk_opt);
     const char *base = (const char *)o + off;
     if (d->str) {
-        snprintf(buf, size, "%s", *base ? base : d->kind == OPT_NAMES ? "(all)" : "(none)");
+        /* Empty names: a filter that passes all (debug_caches,
+         * failslab_caches), or page_before's list of nothing. */
+        bool all = d->kind == OPT_NAMES && strcmp(d->key, "page_before") != 0;
+        snprintf(buf, size, "%s", *base ? base : all ? "(all)" : "(none)");
         return;
     }
     long v = *(const long *)base;

@@ -251,6 +251,7 @@ struct sk_options {
     long page_grouping;      /* pageblock migratetypes: grouping by mobility */
     long verbose;
     long page_microopt;
+    char page_before[256];   /* seed 001's patches whose before to restore, NAME:NAME */
     long shmem_limit_mb;
     char swap_file[256];
     long sized_check;

@@ -149,26 +149,42 @@ static void zone_set_pageblocks(struct zone *z, struct sk_page *pg, unsigned ord
  * a block of whole pageblocks holds nothing any more, and its pageblocks
  * go back to the default type, so that free pageblocks of different
  * types still merge into whole slices that can go back to the OS. */
-static unsigned zone_free_mt(struct zone *z, struct sk_page *pg, unsigned order)
+static unsigned zone_free_mt(struct zone *z, struct vm_slice *s, size_t idx, unsigned order, unsigned mt)
 {
-    if (order < PAGEBLOCK_ORDER)
-        return pageblock_mt(pg);
-    zone_set_pageblocks(z, pg, order, pageblock_default_mt());
-    return pageblock_default_mt();
+    struct sk_page *pg = (struct sk_page *)s->pages + idx;
+    if (order >= PAGEBLOCK_ORDER) {
+        zone_set_pageblocks(z, pg, order, pageblock_default_mt());
+        return pageblock_default_mt();
+    }
+    if (mt < MIGRATE_TYPES)
+        return mt;                       /* looked up before the lock */
+    /* Seed 001's patch 9: the page index the caller has (before it, the
+     * lookup computed it again, as get_pageblock_migratetype called
+     * page_to_pfn). */
+    return page_patch_before(PATCH_PFN_ONCE) ? pageblock_mt(pg) : pageblock_mt_at(s, idx);
 }
 
 /* Free a block whose first `span` pages may be resident (0: clean, all of
  * it: 1 << order), merging with free buddies (the kernel's
  * __free_one_page), onto its pageblock's list. */
-void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
+void zone_free_block_mt(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now,
+                        unsigned mt)
 {
-    struct sk_page *first = page_first(pg);
+    struct vm_slice *s = page_slice(pg);
+    struct sk_page *first = (struct sk_page *)s->pages;
     size_t idx = (size_t)(pg - first);
     uint64_t freed_at = now;
+    bool zone_id_first = page_patch_before(PATCH_BUDDY_ZONE_ID);
     pg_set_flags(pg, 0);    /* it may end up inside a merged block: no stale head */
     while (order < SK_MAX_ORDER) {
         size_t half = (size_t)1 << order, bidx = idx ^ half;
         struct sk_page *buddy = first + bidx;
+        /* 3.15-rc1's page_is_buddy compared the zones first, for every
+         * candidate; seed 001's patch 5 only once it is a free buddy of
+         * the order.  A buddy lies in the same slice, a slice in one zone:
+         * the comparison never fails here, it only costs. */
+        if (zone_id_first && page_slice(buddy)->zone != page_slice(first + idx)->zone)
+            break;
         if (!(pg_flags(buddy) & PG_BUDDY) || buddy->order != order)
             break;
         /* The merged block's age is its resident parts' ages weighted by
@@ -188,7 +204,12 @@ void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigne
         idx &= bidx;
         order++;
     }
-    zone_insert(z, first + idx, order, span, span ? freed_at : now, zone_free_mt(z, first + idx, order));
+    zone_insert(z, first + idx, order, span, span ? freed_at : now, zone_free_mt(z, s, idx, order, mt));
+}
+
+void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now)
+{
+    zone_free_block_mt(z, pg, order, span, now, MIGRATE_TYPES);
 }
 
 /* Split a block of order `high` with `span` down to `low`; the upper

@@ -185,6 +185,10 @@ static bool granted(long after, long mark)
 bool page_budget_admit(unsigned long pages)
 {
     long after = headroom_after(pages);
+    /* 3.15-rc1 tested ALLOC_NO_WATERMARKS before every watermark check;
+     * seed 001's patch 7 tests it only once the check failed. */
+    if (unlikely(page_patch_before(PATCH_NO_WATERMARKS)) && (page_alloc_ctx & PAGE_ALLOC_NO_WATERMARKS))
+        return granted(after, budget_mark(page_alloc_ctx));
     if (likely(after >= (long)__atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED)))
         return true;
     unsigned ctx = page_alloc_ctx;

@@ -148,7 +148,9 @@ static bool zlc_full(const struct zone *z, uint64_t now)
 
 void zlc_mark_full(struct zone *z)
 {
-    if (page_nr_nodes > 1)
+    /* Seed 001's patch 1: only when the cache is in use (before it,
+     * written whatever the nodes). */
+    if (page_nr_nodes > 1 || page_patch_before(PATCH_ZLC_ACTIVE))
         __atomic_store_n(&z->zlc_full_until, os_now_ms_coarse() + ZLC_MS, __ATOMIC_RELAXED);
 }
 

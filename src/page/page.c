@@ -49,6 +49,47 @@ bool pcp_enabled;
 unsigned long page_pcp_fresh_drains;   /* statistics (relaxed) */
 unsigned long page_pcp_local_empties, page_pcp_local_blocks;
 
+/* ---- seed 001's series ---- */
+
+uint32_t page_before;
+const char *const page_patch_names[PAGE_NR_PATCHES] = {
+    [PATCH_ZLC_ACTIVE] = "zlc",
+    [PATCH_BUDDY_ZONE_ID] = "buddy_zone_id",
+    [PATCH_NO_WATERMARKS] = "no_watermarks",
+    [PATCH_PAGEBLOCK_WORD] = "pageblock_word",
+    [PATCH_PFN_ONCE] = "pfn_once",
+    [PATCH_FREE_MT_UNLOCKED] = "free_mt_unlocked",
+    [PATCH_SHMEM_GETPAGE] = "shmem_getpage",
+    [PATCH_RELEASE_PAGES] = "release_pages",
+    [PATCH_LRU_ADD] = "lru_add",
+    [PATCH_ACCESSED] = "accessed",
+    [PATCH_PREFETCH_FLAGS] = "prefetch_flags",
+};
+const uint8_t page_patch_numbers[PAGE_NR_PATCHES] = {
+    [PATCH_ZLC_ACTIVE] = 1, [PATCH_BUDDY_ZONE_ID] = 5, [PATCH_NO_WATERMARKS] = 7, [PATCH_PAGEBLOCK_WORD] = 8,
+    [PATCH_PFN_ONCE] = 9, [PATCH_FREE_MT_UNLOCKED] = 10, [PATCH_SHMEM_GETPAGE] = 12, [PATCH_RELEASE_PAGES] = 13,
+    [PATCH_LRU_ADD] = 14, [PATCH_ACCESSED] = 15, [PATCH_PREFETCH_FLAGS] = 16,
+};
+
+/* page_before from page_microopt and the page_before names (page_init);
+ * an unknown name is warned about and ignored. */
+void page_series_init(void)
+{
+    uint32_t mask = sk_opt.page_microopt ? 0 : (1u << PAGE_NR_PATCHES) - 1;
+    for (const char *p = sk_opt.page_before; *p;) {
+        size_t len = strcspn(p, ":");
+        unsigned i = 0;
+        while (i < PAGE_NR_PATCHES && !(strlen(page_patch_names[i]) == len && !strncmp(p, page_patch_names[i], len)))
+            i++;
+        if (i < PAGE_NR_PATCHES)
+            mask |= 1u << i;
+        else
+            os_warn("SLABKIT_OPTIONS: page_before: no patch '%.*s' (see docs/shmem.md): ignored", (int)len, p);
+        p += len + (p[len] == ':');
+    }
+    page_before = mask;
+}
+
 void page_stats(struct page_stats *st)
 {
     memset(st, 0, sizeof *st);

@@ -298,6 +298,36 @@ static inline void *page_address(const struct sk_page *pg)
     return (void *)(page_slice(pg)->base + (page_index(pg) << SK_PAGE_SHIFT));
 }
 
+/* ---- seed 001's series, patch by patch (page.c, docs/shmem.md) ---- */
+
+/* Each patch of the series' v1 posting (issue 36's list) whose code path
+ * slabkit has: its bit in page_before restores the 3.15-rc1 form of that
+ * path (page_microopt=0: all of them; page_before=NAME:NAME: these). */
+enum page_patch {
+    PATCH_ZLC_ACTIVE,        /*  1 zonelist cache updated only when active */
+    PATCH_BUDDY_ZONE_ID,     /*  5 zone id checked only for buddies */
+    PATCH_NO_WATERMARKS,     /*  7 ALLOC_NO_WATERMARKS out of the fast path */
+    PATCH_PAGEBLOCK_WORD,    /*  8 word-based pageblock bitmap access */
+    PATCH_PFN_ONCE,          /*  9 page_to_pfn called fewer times */
+    PATCH_FREE_MT_UNLOCKED,  /* 10 migratetype looked up before the lock on free */
+    PATCH_SHMEM_GETPAGE,     /* 12 no atomic op in shmem_getpage_gfp */
+    PATCH_RELEASE_PAGES,     /* 13 no atomic op releasing pages */
+    PATCH_LRU_ADD,           /* 14 no needless atomic op adding to the LRU */
+    PATCH_ACCESSED,          /* 15 mark accessed non-atomically in write_begin */
+    PATCH_PREFETCH_FLAGS,    /* 16 prefetch page->flags in the page-cache lookup */
+    PAGE_NR_PATCHES
+};
+/* Bit p set: patch p's before (read once at page_init). */
+extern uint32_t page_before SK_INTERNAL;
+static inline bool page_patch_before(enum page_patch p)
+{
+    return page_before & (1u << p);
+}
+/* The patches' names, as page_before takes them, and their numbers in
+ * the v1 posting. */
+extern const char *const page_patch_names[PAGE_NR_PATCHES] SK_INTERNAL;
+extern const uint8_t page_patch_numbers[PAGE_NR_PATCHES] SK_INTERNAL;
+
 /* ---- pageblock migratetypes (buddy.c, "Grouping by mobility") ---- */
 
 /* page_grouping=1: requests keep to pageblocks of their migratetype.
@@ -319,21 +349,47 @@ static inline unsigned page_request_mt(unsigned mt)
 /* The migratetype of pg's pageblock: one word read, a shift and a mask
  * (read unlocked: a type changing under the reader sends a block to the
  * other type's list, as in the kernel, never anywhere wrong). */
-static inline unsigned pageblock_mt(const struct sk_page *pg)
+static inline unsigned pageblock_mt_at(const struct vm_slice *s, size_t idx)
 {
-    const struct vm_slice *s = page_slice(pg);
-    size_t pb = page_index(pg) >> PAGEBLOCK_ORDER;
+    size_t pb = idx >> PAGEBLOCK_ORDER;
+    if (unlikely(page_patch_before(PATCH_PAGEBLOCK_WORD))) {
+        /* 3.15-rc1's get_pageblock_flags_group: a bit at a time. */
+        const unsigned long *bits = (const unsigned long *)s->pageblock_bits;
+        size_t bit = pb * PAGEBLOCK_BITS;
+        unsigned flags = 0, value = 1;
+        for (unsigned i = 0; i < 3; i++, value <<= 1)
+            if (__atomic_load_n(&bits[(bit + i) / 64], __ATOMIC_RELAXED) & (1ul << ((bit + i) % 64)))
+                flags |= value;
+        return flags ^ pageblock_default_mt();
+    }
     uint64_t w = __atomic_load_n(&s->pageblock_bits[pb / 16], __ATOMIC_RELAXED);
     return ((unsigned)(w >> (pb % 16 * PAGEBLOCK_BITS)) & 7u) ^ pageblock_default_mt();
+}
+/* The same from pg (its page index computed here). */
+static inline unsigned pageblock_mt(const struct sk_page *pg)
+{
+    return pageblock_mt_at(page_slice(pg), page_index(pg));
 }
 /* Set it (the zone's lock held: a slice's pageblocks are one zone's). */
 static inline void pageblock_set_mt(struct sk_page *pg, unsigned mt)
 {
     struct vm_slice *s = page_slice(pg);
     size_t pb = page_index(pg) >> PAGEBLOCK_ORDER;
-    unsigned shift = (unsigned)(pb % 16) * PAGEBLOCK_BITS;
+    unsigned shift = (unsigned)(pb % 16) * PAGEBLOCK_BITS, stored = mt ^ pageblock_default_mt();
+    if (unlikely(page_patch_before(PATCH_PAGEBLOCK_WORD))) {
+        /* 3.15-rc1's set_pageblock_flags_group: __set_bit or __clear_bit
+         * a bit at a time. */
+        unsigned long *bits = (unsigned long *)s->pageblock_bits;
+        size_t bit = pb * PAGEBLOCK_BITS;
+        for (unsigned i = 0, value = 1; i < 3; i++, value <<= 1) {
+            unsigned long *w = &bits[(bit + i) / 64], m = 1ul << ((bit + i) % 64);
+            unsigned long old = __atomic_load_n(w, __ATOMIC_RELAXED);
+            __atomic_store_n(w, (stored & value) ? old | m : old & ~m, __ATOMIC_RELAXED);
+        }
+        return;
+    }
     uint64_t w = __atomic_load_n(&s->pageblock_bits[pb / 16], __ATOMIC_RELAXED);
-    w = (w & ~((uint64_t)0xf << shift)) | ((uint64_t)(mt ^ pageblock_default_mt()) << shift);
+    w = (w & ~((uint64_t)0xf << shift)) | ((uint64_t)stored << shift);
     __atomic_store_n(&s->pageblock_bits[pb / 16], w, __ATOMIC_RELAXED);
 }
 

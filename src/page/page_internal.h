@@ -55,6 +55,10 @@ void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned lo
                  unsigned mt);
 unsigned long zone_remove(struct zone *z, struct sk_page *pg);
 void zone_free_block(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now);
+/* The same with the migratetype of pg's pageblock looked up by the caller
+ * before it took the lock (MIGRATE_TYPES: look it up here). */
+void zone_free_block_mt(struct zone *z, struct sk_page *pg, unsigned order, unsigned long span, uint64_t now,
+                        unsigned mt);
 /* ZONE_NORMAL or ZONE_LARGE. */
 static inline unsigned zone_kind(const struct zone *z)
 {
@@ -91,6 +95,9 @@ void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned o
 void zone_free_pages(struct sk_page **pgs, unsigned n, unsigned order);
 unsigned order_for(size_t nr_pages);
 void zone_free_range(struct zone *z, struct sk_page *first, size_t idx, size_t end, size_t dirty_end, uint64_t now);
+
+/* page.c: page_before from the options. */
+void page_series_init(void);
 
 /* pcp.c */
 unsigned long pcp_pages(void);

@@ -295,6 +295,7 @@ static int page_init_locked(void)
     }
     pcp_enabled = sk_opt.pcp != 0;
     page_grouping = sk_opt.page_grouping != 0;
+    page_series_init();
     node_init();
     budget_init();
     /* High watermark and batch per order, as the kernel sizes pcp lists:
@@ -427,9 +428,13 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsig
         zone_free_pages(batch, n, order);   /* blocks of other nodes too */
         return;
     }
+    /* Seed 001's patch 10: the block's migratetype looked up before the
+     * zone lock (3.15-rc1's __free_pages_ok looked it up with interrupts
+     * off, here under the lock). */
+    unsigned mt = page_patch_before(PATCH_FREE_MT_UNLOCKED) ? MIGRATE_TYPES : pageblock_mt(pg);
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
-    zone_free_block(z, pg, order, 1ul << order, now);
+    zone_free_block_mt(z, pg, order, 1ul << order, now, mt);
     zone_note_freed(z, 1ul << order);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);

@@ -50,7 +50,6 @@ struct sk_file {
     char name[64];
 };
 
-bool shmem_microopt = true;
 unsigned long shmem_files;
 static struct sk_file *file_pool;     /* destroyed files, for reuse (pool_lock) */
 static spinlock_t pool_lock = SPINLOCK_INIT;
@@ -68,7 +67,6 @@ int shmem_init(void)
         if (r == 0)
             r = lru_init();
         if (r == 0) {
-            shmem_microopt = sk_opt.page_microopt != 0;
             shmem_swap_init();
             __atomic_store_n(&shmem_ready, true, __ATOMIC_RELEASE);
         }
@@ -121,13 +119,12 @@ static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t f
     pg->file.next = pg->file.prev = NULL;
     __atomic_store_n(&pg->file.refcount, 1, __ATOMIC_RELAXED);   /* the file's */
     pg_set_flags(pg, PG_HEAD | PG_FILE);
-    if (shmem_microopt) {
+    if (!page_patch_before(PATCH_SHMEM_GETPAGE))
         pg_flag_set_plain(pg, PG_SWAPBACKED);    /* __SetPageSwapBacked */
-        if (write)
-            init_page_accessed(pg);              /* FGP_ACCESSED at allocation */
-    } else {
+    else
         pg_flag_set(pg, PG_SWAPBACKED);          /* SetPageSwapBacked */
-    }
+    if (write && !page_patch_before(PATCH_ACCESSED))
+        init_page_accessed(pg);                  /* FGP_ACCESSED at allocation */
     return pg;
 }
 
@@ -251,8 +248,14 @@ static void tree_truncate(struct sk_file *f, uint64_t from_index)
 static struct sk_page *slot_page(struct sk_file *f, uintptr_t *slot, uint64_t index)
 {
     uintptr_t e = *slot;
-    if (!IS_SWAP_ENTRY(e))
+    if (!IS_SWAP_ENTRY(e)) {
+        /* The series' last patch: the descriptor's flags, which the
+         * caller reads next (mark_page_accessed), fetched while the tree
+         * walk's result comes back. */
+        if (!page_patch_before(PATCH_PREFETCH_FLAGS))
+            __builtin_prefetch(&((struct sk_page *)e)->flags, 1);
         return (struct sk_page *)e;
+    }
     struct sk_page *pg = file_new_page(f, index, 0, SK_PAGE_SIZE, false);
     if (!pg)
         return NULL;
@@ -403,7 +406,7 @@ static ssize_t file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
             struct sk_page *pg = NULL;
             if (slot && *slot) {
                 pg = slot_page(f, slot, index);
-                if (pg && shmem_microopt)
+                if (pg && !page_patch_before(PATCH_ACCESSED))
                     mark_page_accessed(pg);     /* found: FGP_ACCESSED */
             } else if (slot) {
                 pg = file_new_page(f, index, from, to, true);
@@ -422,7 +425,7 @@ static ssize_t file_pwrite(sk_file_t *f, const void *buf, size_t len, off_t off)
                 return -1;
             }
             memcpy((char *)page_address(pg) + from, src, to - from);
-            if (!shmem_microopt)
+            if (page_patch_before(PATCH_ACCESSED))
                 mark_page_accessed(pg);         /* generic_perform_write, 2014 */
             src += to - from;
             pos += to - from;

@@ -114,7 +114,7 @@ void lru_cache_add(struct sk_page *pg)
 {
     /* lru_cache_add_anon: a page enters the LRU inactive.  The series
      * tests the bit before the atomic clear: a new page never has it. */
-    if (!shmem_microopt || (pg_flags(pg) & PG_ACTIVE))
+    if (page_patch_before(PATCH_LRU_ADD) || (pg_flags(pg) & PG_ACTIVE))
         pg_flag_clear(pg, PG_ACTIVE);
     shmem_get_page(pg);
     if (likely(cpu_push(lru_batches, pg) > 0))
@@ -209,7 +209,7 @@ void lru_del_released(struct sk_page *pg)
     /* Series: the page is unreachable now, so a plain store will do
      * (release_pages' __ClearPageLRU); before it, PG_LRU was cleared
      * atomically.  PG_ACTIVE was a plain clear already (page_off_lru). */
-    if (shmem_microopt) {
+    if (!page_patch_before(PATCH_RELEASE_PAGES)) {
         pg_flag_clear_plain(pg, PG_LRU | PG_ACTIVE);
     } else {
         pg_flag_clear(pg, PG_LRU);

@@ -16,11 +16,12 @@
  * page waits there, a reader one while it copies, reclaim one while the
  * page is isolated.  The last reference frees the page.
  *
- * page_microopt (seed 001's series): with 1 (default) a page that no other
- * thread can reach yet, or can reach no longer, has its flags set with plain
- * stores; with 0, as before the series, with atomic read-modify-writes, and
- * a write marks every page accessed after the copy, new pages included.
- * docs/shmem.md has the table, patch by patch.
+ * Seed 001's series (page.h, page_patch_before): by default a page that no
+ * other thread can reach yet, or can reach no longer, has its flags set
+ * with plain stores; with a patch's before (page_microopt=0: all), as
+ * before the series, with atomic read-modify-writes, and a write marks
+ * every page accessed after the copy, new pages included.  docs/shmem.md
+ * has the table, patch by patch.
  */
 #ifndef SK_SHMEM_H
 #define SK_SHMEM_H
@@ -64,8 +65,6 @@ static inline void pg_flag_clear_plain(struct sk_page *pg, uint32_t f)
     __atomic_store_n(&pg->flags, __atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & ~f, __ATOMIC_RELAXED);
 }
 
-/* Seed 001's series on (the default)?  Read once at shmem_init. */
-extern bool shmem_microopt SK_INTERNAL;
 
 /* ---- references (file.c) ---- */
 

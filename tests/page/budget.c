@@ -215,6 +215,22 @@ static void test_gfp(void)
     ok(room >= reserve - (long)SK_PAGE_SIZE && room < min,
        "and stops at its own mark: headroom %ld KiB, mark %ld KiB", room >> 10, reserve >> 10);
 
+    /* __GFP_MEMALLOC (ALLOC_NO_WATERMARKS, the reclaimer's reserve) goes
+     * on to the limit; the same with seed 001's patch 7 undone (the flag
+     * tested before the mark, on every admission). */
+    size_t mark_at = npages, memalloc = take_pages(SK_GFP_NOWAIT | SK_GFP_MEMALLOC);
+    room = headroom();
+    for (size_t i = mark_at; i < npages; i++)
+        sk_kernel_free_pages(pages[i], 0);
+    npages = mark_at;
+    page_reclaim(0, true);      /* charged no more: purged */
+    page_before |= 1u << PATCH_NO_WATERMARKS;
+    size_t before_patch = take_pages(SK_GFP_NOWAIT | SK_GFP_MEMALLOC);
+    page_before &= ~(1u << PATCH_NO_WATERMARKS);
+    ok(memalloc > 0 && room < 16 * (long)SK_PAGE_SIZE && before_patch + 16 >= memalloc && before_patch <= memalloc + 16,
+       "__GFP_MEMALLOC goes on to the limit: %zu pages, headroom %ld KiB; %zu with page_before=no_watermarks",
+       memalloc, room >> 10, before_patch);
+
     for (size_t i = 0; i < npages; i++)
         sk_kernel_free_pages(pages[i], 0);
     npages = 0;
@@ -285,7 +301,7 @@ static void test_soft(void)
 
 int main(void)
 {
-    plan(19);
+    plan(20);
     if (page_init() != 0)
         BAIL("page_init");
     sk_free(sk_malloc(1));

@@ -14,7 +14,8 @@
  *    the kernel API's alloc_pages takes its type from __GFP_MOVABLE and
  *    __GFP_RECLAIMABLE; order-0 blocks of each type go back to that
  *    type's per-CPU list;
- *  - page_grouping=0: one type, no fallback, no claim.
+ *  - page_grouping=0: one type, no fallback, no claim;
+ *  - page_microopt=0: the first two again through seed 001's befores.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -248,12 +249,15 @@ static int child_off(void)
 
 static int child(const char *mode)
 {
-    return strcmp(mode, "default") ? child_off() : child_default();
+    return strcmp(mode, "page_grouping=0") ? child_default() : child_off();
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const modes[] = { "default", "page_grouping=0" };
-    static const int per[] = { 18, 2 };
-    return tap_modes(argc, argv, modes, per, 2, child);
+    /* page_microopt=0: the same rules through seed 001's befores (the
+     * pageblock bitmap a bit at a time, the zone id checked first, the
+     * page index computed again, the type looked up under the lock). */
+    static const char *const modes[] = { "default", "page_grouping=0", "page_microopt=0" };
+    static const int per[] = { 18, 2, 18 };
+    return tap_modes(argc, argv, modes, per, 3, child);
 }

@@ -52,11 +52,11 @@ int main(void)
     if (shmem_init() != 0)
         BAIL("shmem_init failed");
     run("warm-up");                  /* first-use work out of the count */
-    shmem_microopt = true;
+    page_before = 0;
     unsigned long after = run("series");
-    shmem_microopt = false;
+    page_before = (1u << PAGE_NR_PATCHES) - 1;
     unsigned long before = run("before");
-    shmem_microopt = true;
+    page_before = 0;
     unsigned long after2 = run("series-again");
     diag("locked page-flag updates for %d new pages written and truncated: %lu with the series, %lu with "
          "page_microopt=0", PAGES, after, before);

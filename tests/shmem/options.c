@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "os/os.h"
+#include "page/page_internal.h"
 #include "shmem/shmem.h"
 #include "slabkit.h"
 #include "tap.h"
@@ -44,7 +45,28 @@ int main(void)
     is(parse_quiet("page_microopt=2"), 1, "page_microopt=2 is out of range");
     is(parse_quiet("page_microopt=0,shmem_limit_mb=0"), 0, "page_microopt=0 accepted");
     sk_file_t *f = sk_file_create("opt");
-    ok(f && !shmem_microopt, "sk_file reads page_microopt=0 at its first file");
+    ok(f && page_before == (1u << PAGE_NR_PATCHES) - 1,
+       "page_init reads page_microopt=0: every patch's before (%#x)", page_before);
     sk_file_destroy(f);
+    /* page_before names patches (read at page_init; run again here). */
+    is(parse_quiet("page_microopt=1,page_before=lru_add:accessed"), 0, "page_before=lru_add:accessed accepted");
+    page_series_init();
+    is(page_before, (1u << PATCH_LRU_ADD) | (1u << PATCH_ACCESSED), "those two patches' befores, no other");
+    is(parse_quiet("page_before=prefetch_flags:bogus"), 0, "a name is checked at page_init, not at parse");
+    fflush(stderr);
+    int saved = dup(2), p[2];
+    char msg[256] = "";
+    if (pipe(p) == 0) {
+        dup2(p[1], 2);
+        page_series_init();
+        dup2(saved, 2);
+        close(p[1]);
+        ssize_t n = read(p[0], msg, sizeof msg - 1);
+        msg[n > 0 ? n : 0] = 0;
+        close(p[0]);
+    }
+    close(saved);
+    ok(page_before == 1u << PATCH_PREFETCH_FLAGS && strstr(msg, "no patch 'bogus'"),
+       "an unknown name: a warning (%.*s), the rest kept", (int)strcspn(msg, "\n"), msg);
     return done_testing();
 }
