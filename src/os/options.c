@@ -30,7 +30,7 @@
     .sheaves = 1, .mutex_spin = MUTEX_SPIN_ON, .huge_slices = 0,           \
     .mutex_handoff = 1, .mutex_wake_spin = 1,                              \
     .decay_ms = 500, .dirty_max_mb = -1, .mem_limit_mb = -1, .background = 1, \
-    .zone_borrow = 1, .page_grouping = 1, .page_microopt = 1, .kfence_pages = 255,             \
+    .zone_borrow = 1, .page_grouping = 1, .file_dirty_ratio = 20, .page_microopt = 1, .kfence_pages = 255,             \
     .failslab_interval = 1, .failslab_times = -1, .failslab_ignore_wait = 1, \
 }
 struct sk_options sk_opt = SK_OPT_DEFAULTS;
@@ -147,6 +147,9 @@ static const struct option_def defs[] = {
       NULL, NULL },
     { "zone_borrow", NUM(zone_borrow, 0, 1, NULL,
       "a large block takes the slab zone's resident free pages before fresh memory"), NULL, NULL },
+    { "file_dirty_ratio", NUM(file_dirty_ratio, 0, 100, NULL,
+      "% of a node's memory (its share of the budget, else of RAM) its sk_file pages may take before new ones go to the next node (0: no limit)"),
+      NULL, NULL },
     { "page_grouping", NUM(page_grouping, 0, 1, NULL,
       "pageblock migratetypes: unmovable, reclaimable and movable pages keep to 2 MiB pageblocks of their own (0: one type)"),
       NULL, NULL },
@@ -162,7 +165,7 @@ static const struct option_def defs[] = {
       "seed 001's series, every patch of it that slabkit has a path for (0: each one's 3.15-rc1 before)"),
       NULL, NULL },
     { "page_before", OPT_NAMES, NULL, sk_opt.page_before, 0, -1, NULL,
-      "seed 001's patches whose 3.15-rc1 before to restore, NAME:NAME (zlc, buddy_zone_id, no_watermarks, "
+      "seed 001's patches whose 3.15-rc1 before to restore, NAME:NAME (zlc, dirty_full, buddy_zone_id, dirty_once, no_watermarks, "
       "pageblock_word, pfn_once, free_mt_unlocked, shmem_getpage, release_pages, lru_add, accessed, prefetch_flags)",
       NULL, NULL },
     { "shmem_limit_mb", NUM(shmem_limit_mb, 0, 1 << 20, NULL,

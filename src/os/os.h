@@ -249,6 +249,7 @@ struct sk_options {
     long background;
     long zone_borrow;
     long page_grouping;      /* pageblock migratetypes: grouping by mobility */
+    long file_dirty_ratio;   /* % of a node's memory its sk_file pages may take (0: no limit) */
     long verbose;
     long page_microopt;
     char page_before[256];   /* seed 001's patches whose before to restore, NAME:NAME */

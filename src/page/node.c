@@ -25,6 +25,12 @@
  * is full the home zone takes the request, and the budget decides
  * (budget.c).
  *
+ * Dirty limits and allowed nodes: a write's sk_file page passes by a node
+ * whose file pages are over file_dirty_ratio of its share of memory
+ * (zone_dirty_ok); the walk takes the thread's allowed nodes first (its
+ * memory policy's, else its affinity's: the cpuset's role) and then any
+ * node, unless a policy binds it.
+ *
  * Binding: with the system's nodes (page_nodes_real), each slice a zone
  * maps is bound to its node (mbind MPOL_PREFERRED: the kernel may still
  * place pages elsewhere when the node is out of memory, as it would for
@@ -37,9 +43,12 @@
  *
  * Invariants: page_nr_nodes and page_cpu_node are written once, by
  * page_init under page_init_lock, before page_ready; zone->zlc_full_until
- * is a hint (relaxed).  No lock.
+ * and zone->file_pages are hints (relaxed); page_allowed is the thread's
+ * own.  No lock.
  */
+#define _GNU_SOURCE   /* sched_getaffinity, cpu_set_t */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -54,6 +63,11 @@ bool page_nodes_real;
 uint8_t page_cpu_node[CPU_MAX_IDS + 1];
 unsigned page_node_ncpus[PAGE_MAX_NODES];
 unsigned long page_node_fallbacks;   /* statistics (relaxed) */
+unsigned long page_dirty_skips;      /* statistics (relaxed) */
+__thread struct page_allowed page_allowed __attribute__((tls_model("initial-exec")));
+/* The machine's memory, pages (node_init): what a node's dirty limit is a
+ * share of when there is no budget. */
+static unsigned long phys_pages;
 
 /* How long a zone found full is skipped (the kernel's zlc: a second). */
 #define ZLC_MS 1000
@@ -125,6 +139,8 @@ void node_init(void)
     memset(page_node_ncpus, 0, sizeof page_node_ncpus);
     for (unsigned c = 0; c < ids; c++)
         page_node_ncpus[page_cpu_node[c]]++;
+    long phys = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    phys_pages = phys > 0 && psize > 0 ? (unsigned long)phys * (unsigned long)psize / SK_PAGE_SIZE : 0;
     for (unsigned n = 0; n < PAGE_NR_ZONES; n++)
         page_zones[n].zlc_full_until = 0;
 }
@@ -154,25 +170,130 @@ void zlc_mark_full(struct zone *z)
         __atomic_store_n(&z->zlc_full_until, os_now_ms_coarse() + ZLC_MS, __ATOMIC_RELAXED);
 }
 
+/* ---- dirty limits (seed 001's patches 2 and 6: zone_dirty_ok) ---- */
+
+/* Node nid's limit of sk_file pages: file_dirty_ratio % of its share (by
+ * CPUs) of the budget, or of the machine's memory; 0: none. */
+static unsigned long node_dirty_limit(unsigned nid)
+{
+    unsigned long ratio = (unsigned long)sk_opt.file_dirty_ratio, ids = 0;
+    if (!ratio)
+        return 0;
+    unsigned long mem = __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED);
+    if (!mem)
+        mem = phys_pages;
+    for (unsigned n = 0; n < page_nr_nodes; n++)
+        ids += page_node_ncpus[n];
+    return ids ? mem / 100 * ratio * page_node_ncpus[nid] / ids : 0;
+}
+
+/* Whether z may take another sk_file page for a write (the kernel's
+ * zone_dirty_ok): its file pages within its node's limit.  What the
+ * limit spreads is the file pages of a writer over the nodes, so that no
+ * node fills with them while the others have room. */
+static bool zone_dirty_ok(const struct zone *z)
+{
+    unsigned long limit = node_dirty_limit(zone_nid(z->node));
+    return !limit || __atomic_load_n(&z->file_pages, __ATOMIC_RELAXED) <= limit;
+}
+
+/* ---- allowed nodes (the cpuset's role) ---- */
+
+/* get_mempolicy(2)'s modes (linux/mempolicy.h; glibc has no header). */
+enum { SK_MPOL_BIND = 2, SK_MPOL_INTERLEAVE = 3, SK_MPOL_PREFERRED_MANY = 5 };
+#define ALLOWED_RECHECK_MS 1000
+
+static unsigned allowed_compute(bool *hard)
+{
+    unsigned all = (1u << page_nr_nodes) - 1, mask = 0;
+    *hard = false;
+    if (page_nodes_real) {
+        int mode = 0;
+        unsigned long nodes[16] = { 0 };
+        if (syscall(SYS_get_mempolicy, &mode, nodes, sizeof nodes * 8, NULL, 0ul) == 0 &&
+            (mode == SK_MPOL_BIND || mode == SK_MPOL_INTERLEAVE || mode == SK_MPOL_PREFERRED_MANY)) {
+            for (unsigned k = 0; k < sizeof nodes * 8; k++)
+                if (nodes[k / (8 * sizeof nodes[0])] & (1ul << (k % (8 * sizeof nodes[0]))))
+                    mask |= 1u << (k % PAGE_MAX_NODES);   /* a system node folds as in node_init */
+            *hard = mode == SK_MPOL_BIND;
+        }
+    }
+    if (!(mask & all)) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            for (unsigned c = 0; c < CPU_SETSIZE && c <= CPU_MAX_IDS; c++)
+                if (CPU_ISSET(c, &set))
+                    mask |= 1u << page_cpu_node[c];
+        *hard = false;
+    }
+    mask &= all;
+    return mask ? mask : all;
+}
+
+unsigned page_allowed_nodes(bool *hard)
+{
+    uint64_t now = os_now_ms_coarse();
+    if (!page_allowed.nodes || now - page_allowed.at >= ALLOWED_RECHECK_MS) {
+        page_allowed.nodes = (uint8_t)allowed_compute(&page_allowed.hard);
+        page_allowed.at = now;
+    }
+    *hard = page_allowed.hard;
+    return page_allowed.nodes;
+}
+
+/*
+ * The zonelist walk (the kernel's get_page_from_freelist, one pass for
+ * its fast path and one for its slow path's softwall check): first the
+ * thread's allowed nodes, then, unless a memory policy binds it, any
+ * node.  A node is passed by while the zonelist cache has it full; for a
+ * write of an sk_file page, while it is over its dirty limit (passed by,
+ * not marked full: patch 2); and when its headroom is below its low mark
+ * under a budget (marked full).
+ */
 struct zone *zonelist_pick(unsigned kind, unsigned long pages)
 {
     if (likely(page_nr_nodes == 1))
         return zone_of_node(0, kind);
     unsigned home = page_node_here();
     uint64_t now = os_now_ms_coarse();
-    for (unsigned i = 0; i < page_nr_nodes; i++) {
-        unsigned nid = (home + i) % page_nr_nodes;
-        struct zone *z = zone_of_node(nid, kind);
-        if (zlc_full(z, now))
-            continue;
-        if (!page_node_below_low(nid, pages)) {
-            if (i)
-                __atomic_fetch_add(&page_node_fallbacks, 1, __ATOMIC_RELAXED);
-            return z;
+    bool hard;
+    unsigned allowed = page_allowed_nodes(&hard), all = (1u << page_nr_nodes) - 1;
+    /* Patch 6: whether the dirty limits apply, decided once (before it,
+     * every zone's look tested the flags again). */
+    bool dirty_once = !page_patch_before(PATCH_DIRTY_ONCE);
+    bool consider_dirty = kind == ZONE_NORMAL && (page_alloc_ctx & PAGE_ALLOC_WRITE);
+    for (unsigned pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < page_nr_nodes; i++) {
+            unsigned nid = (home + i) % page_nr_nodes;
+            struct zone *z = zone_of_node(nid, kind);
+            if (!(allowed & (1u << nid)) || zlc_full(z, now))
+                continue;
+            bool dirty = dirty_once ? consider_dirty : kind == ZONE_NORMAL && (page_alloc_ctx & PAGE_ALLOC_WRITE);
+            if (dirty && !zone_dirty_ok(z)) {
+                /* Patch 2: passed by (before it, marked full, which sent
+                 * every other request away from the node for a second). */
+                if (page_patch_before(PATCH_DIRTY_FULL))
+                    zlc_mark_full(z);
+                __atomic_fetch_add(&page_dirty_skips, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            if (!page_node_below_low(nid, pages)) {
+                if (nid != home)
+                    __atomic_fetch_add(&page_node_fallbacks, 1, __ATOMIC_RELAXED);
+                return z;
+            }
+            zlc_mark_full(z);
         }
-        zlc_mark_full(z);
+        if (hard || allowed == all)
+            break;
+        allowed = all;    /* the softwall pass */
     }
-    return zone_of_node(home, kind);
+    /* Every node full or over its dirty limit: the home node if allowed
+     * (the budget decides), else the first allowed. */
+    return zone_of_node((page_allowed.nodes & (1u << home)) || !hard ? home
+                                                                    : (unsigned)__builtin_ctz(page_allowed.nodes),
+                        kind);
 }
 
 /* Whether a request that failed on z with errno may go on along the
@@ -235,6 +356,8 @@ void page_node_stats(unsigned nid, struct page_node_stats *st)
         st->dirty_pages += __atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED);
         st->used_pages += managed > free ? managed - free : 0;
         st->charged_pages += zone_charged(z);
+        st->file_pages += __atomic_load_n(&z->file_pages, __ATOMIC_RELAXED);
     }
+    st->dirty_limit = node_dirty_limit(nid);
     st->full = zlc_full(zone_of_node(nid, ZONE_NORMAL), os_now_ms_coarse());
 }

@@ -54,7 +54,9 @@ unsigned long page_pcp_local_empties, page_pcp_local_blocks;
 uint32_t page_before;
 const char *const page_patch_names[PAGE_NR_PATCHES] = {
     [PATCH_ZLC_ACTIVE] = "zlc",
+    [PATCH_DIRTY_FULL] = "dirty_full",
     [PATCH_BUDDY_ZONE_ID] = "buddy_zone_id",
+    [PATCH_DIRTY_ONCE] = "dirty_once",
     [PATCH_NO_WATERMARKS] = "no_watermarks",
     [PATCH_PAGEBLOCK_WORD] = "pageblock_word",
     [PATCH_PFN_ONCE] = "pfn_once",
@@ -66,7 +68,8 @@ const char *const page_patch_names[PAGE_NR_PATCHES] = {
     [PATCH_PREFETCH_FLAGS] = "prefetch_flags",
 };
 const uint8_t page_patch_numbers[PAGE_NR_PATCHES] = {
-    [PATCH_ZLC_ACTIVE] = 1, [PATCH_BUDDY_ZONE_ID] = 5, [PATCH_NO_WATERMARKS] = 7, [PATCH_PAGEBLOCK_WORD] = 8,
+    [PATCH_ZLC_ACTIVE] = 1, [PATCH_DIRTY_FULL] = 2, [PATCH_BUDDY_ZONE_ID] = 5, [PATCH_DIRTY_ONCE] = 6,
+    [PATCH_NO_WATERMARKS] = 7, [PATCH_PAGEBLOCK_WORD] = 8,
     [PATCH_PFN_ONCE] = 9, [PATCH_FREE_MT_UNLOCKED] = 10, [PATCH_SHMEM_GETPAGE] = 12, [PATCH_RELEASE_PAGES] = 13,
     [PATCH_LRU_ADD] = 14, [PATCH_ACCESSED] = 15, [PATCH_PREFETCH_FLAGS] = 16,
 };

@@ -217,6 +217,9 @@ struct zone {
     /* Pageblocks of each type but the default (whose count is the rest
      * of the zone's): changed only by zone_set_pageblock. */
     unsigned long mt_pageblocks[MIGRATE_TYPES];
+    /* sk_file pages of the zone (atomic; page_file_account): what its
+     * dirty limit weighs (node.c, zone_dirty_ok). */
+    unsigned long file_pages;
 };
 
 /* Per-CPU page lists: one per-CPU array per order 0..PCP_MAX_ORDER. */
@@ -261,8 +264,28 @@ struct page_node_stats {
     unsigned long cpus;                /* CPU ids of the node */
     unsigned long managed_pages, free_pages, dirty_pages, used_pages;
     unsigned long charged_pages;       /* against the budget (zone_charged) */
+    unsigned long file_pages, dirty_limit;   /* sk_file pages, and their limit (0: none) */
     bool full;                         /* in the zonelist cache now */
 };
+/* An sk_file page comes (+1) or goes (-1): counted in its zone. */
+static inline void page_file_account(const struct sk_page *pg, long delta)
+{
+    __atomic_fetch_add(&page_zones[pg->node].file_pages, (unsigned long)delta, __ATOMIC_RELAXED);
+}
+/* Write requests that passed a node by for its dirty limit (relaxed). */
+extern unsigned long page_dirty_skips SK_INTERNAL;
+/* The nodes the calling thread's allocations may come from first (the
+ * cpuset's role; node.c): its memory policy's nodes (MPOL_BIND,
+ * MPOL_INTERLEAVE, MPOL_PREFERRED_MANY, with the system's nodes), else the
+ * nodes of the CPUs its affinity allows.  Recomputed once a second at
+ * most; *hard: a bind, which no fallback passes. */
+struct page_allowed {
+    uint8_t nodes;                     /* bit n: node n (0: not computed) */
+    bool hard;
+    uint64_t at;                       /* ms it was computed */
+};
+extern __thread struct page_allowed page_allowed __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
+unsigned page_allowed_nodes(bool *hard);
 /* One node's figures (racy reads); zero for a node not in use. */
 void page_node_stats(unsigned nid, struct page_node_stats *st);
 extern struct pcp_set page_pcp SK_INTERNAL;
@@ -305,7 +328,9 @@ static inline void *page_address(const struct sk_page *pg)
  * path (page_microopt=0: all of them; page_before=NAME:NAME: these). */
 enum page_patch {
     PATCH_ZLC_ACTIVE,        /*  1 zonelist cache updated only when active */
+    PATCH_DIRTY_FULL,        /*  2 a zone over its dirty limit is not full */
     PATCH_BUDDY_ZONE_ID,     /*  5 zone id checked only for buddies */
+    PATCH_DIRTY_ONCE,        /*  6 the dirty flags checked once a request */
     PATCH_NO_WATERMARKS,     /*  7 ALLOC_NO_WATERMARKS out of the fast path */
     PATCH_PAGEBLOCK_WORD,    /*  8 word-based pageblock bitmap access */
     PATCH_PFN_ONCE,          /*  9 page_to_pfn called fewer times */
@@ -580,6 +605,7 @@ enum { PAGE_WMARK_MIN, PAGE_WMARK_LOW, PAGE_WMARK_HIGH, PAGE_NR_WMARKS };
 #define PAGE_ALLOC_NORECLAIM     0x8u   /* no __GFP_DIRECT_RECLAIM: fail rather than reclaim */
 #define PAGE_ALLOC_MOVABLE       0x10u  /* __GFP_MOVABLE: sk_alloc_pages' migratetype */
 #define PAGE_ALLOC_RECLAIMABLE   0x20u  /* __GFP_RECLAIMABLE */
+#define PAGE_ALLOC_WRITE         0x40u  /* __GFP_WRITE: an sk_file page for a write (dirty limits) */
 extern __thread unsigned page_alloc_ctx __attribute__((tls_model("initial-exec"))) SK_INTERNAL;
 /* Set the context for an allocation; returns the one to restore. */
 static inline unsigned page_ctx_enter(unsigned flags)

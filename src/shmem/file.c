@@ -82,6 +82,7 @@ void shmem_release_page(struct sk_page *pg)
     SK_ASSERT(pg->file.refcount == 0 && pg->file.mapping == NULL);
     lru_del_released(pg);
     pg_set_flags(pg, PG_HEAD);        /* no one else can see it now */
+    page_file_account(pg, -1);
     page_free(pg, 0);
 }
 
@@ -105,10 +106,16 @@ static void *zeroed_page(struct sk_page **out)
 static struct sk_page *file_new_page(struct sk_file *f, uint64_t index, size_t from, size_t to, bool write)
 {
     /* Movable, as the kernel's page cache pages are (GFP_HIGHUSER_MOVABLE):
-     * they keep to pageblocks of their own, away from slabs. */
+     * they keep to pageblocks of their own, away from slabs.  A write's
+     * page is __GFP_WRITE: the zonelist passes by a node over its dirty
+     * limit (node.c, zone_dirty_ok). */
+    unsigned ctx = write ? page_ctx_enter(page_alloc_ctx | PAGE_ALLOC_WRITE) : 0;
     struct sk_page *pg = page_alloc_mt(0, MIGRATE_MOVABLE);
+    if (write)
+        page_ctx_exit(ctx);
     if (!pg)
         return NULL;
+    page_file_account(pg, 1);
     if (!(pg_flags(pg) & PG_ZEROED) && (from > 0 || to < SK_PAGE_SIZE)) {
         char *p = page_address(pg);
         memset(p, 0, from);
@@ -261,6 +268,7 @@ static struct sk_page *slot_page(struct sk_file *f, uintptr_t *slot, uint64_t in
         return NULL;
     if (swap_read(SWAP_SLOT(e), pg) != 0) {
         pg_set_flags(pg, PG_HEAD);
+        page_file_account(pg, -1);
         page_free(pg, 0);
         return NULL;
     }
