@@ -637,12 +637,14 @@ static int read_totals(const struct rmt *r, int nr_ids, struct rmt_totals *t)
     if (t->nodes < 2)
         t->nodes = 0;     /* one node: the totals say it all */
     int approx = 0;
-    for (unsigned o = 0; o <= PCP_MAX_ORDER; o++)
-        if (pcp.lists[o])
+    /* The block lists: orders 0..PCP_MAX_ORDER, then order 0's of the
+     * reclaimable and movable types (pcp.c). */
+    for (unsigned l = 0; l < PCP_NR_LISTS; l++)
+        if (l != PCP_EXACT && pcp.lists[l])
             for (int slot = 0; slot <= nr_ids; slot++)
-                t->pcp_pages += (unsigned long)(array_word(r, (uintptr_t)pcp.lists[o], slot, &approx) &
+                t->pcp_pages += (unsigned long)(array_word(r, (uintptr_t)pcp.lists[l], slot, &approx) &
                                                 CPU_ARRAY_COUNT)
-                                << o;
+                                << (l <= PCP_MAX_ORDER ? l : 0);
     /* The exact-block cache: each entry a block of large.nr_pages pages,
      * read from its descriptor (page_stats counts them the same way). */
     uintptr_t etab = (uintptr_t)pcp.lists[PCP_EXACT];
