@@ -443,6 +443,10 @@ static void print_totals(int fd)
     }
     struct page_stats st;
     page_stats(&st);
+    os_printf(fd, SLABINFO_PAGETYPES_LINE, st.mt_pageblocks[MIGRATE_UNMOVABLE], st.mt_pageblocks[MIGRATE_RECLAIMABLE],
+              st.mt_pageblocks[MIGRATE_MOVABLE], st.mt_free_pages[MIGRATE_UNMOVABLE],
+              st.mt_free_pages[MIGRATE_RECLAIMABLE], st.mt_free_pages[MIGRATE_MOVABLE], st.mt_fallbacks,
+              st.mt_claims);
     os_printf(fd, SLABINFO_TOTALS_LINE, st.managed_pages, st.free_pages, st.dirty_pages, st.pcp_pages,
               st.purged_pages, vm_reserved_bytes() >> 20);
 }

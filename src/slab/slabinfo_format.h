@@ -35,4 +35,11 @@
     "slabkit: node %u: cpus %lu, pages managed %lu, in use %lu, free %lu (resident %lu)\n"
 #define SLABINFO_NODES_MAX 4
 
+/* Before the totals: the slab zones' 2 MiB pageblocks of each migratetype
+ * and their free pages (the kernel's /proc/pagetypeinfo), and requests
+ * served from another type's lists and pageblocks they claimed. */
+#define SLABINFO_PAGETYPES_LINE                                                                 \
+    "slabkit: pageblocks unmovable %lu, reclaimable %lu, movable %lu; free pages %lu, %lu, %lu; " \
+    "fallbacks %lu, claims %lu\n"
+
 #endif

@@ -19,12 +19,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "page/page_internal.h"
 #include "shmem/shmem.h"
+#include "slab/slabinfo_format.h"
 #include "slabkit.h"
 #include "slabkit/kernel.h"
 #include "tap.h"
@@ -217,6 +219,15 @@ static int child_default(void)
     sk_file_destroy(f);
     sk_kmem_cache_free(plain, a);
     sk_kmem_cache_free(recl, b);
+    /* malloc_stats (and the exit report) has a line of them. */
+    char out[1 << 16];
+    int st = tap_child_report(malloc_stats, out, sizeof out, 0);
+    const char *line = st == 0 ? strstr(out, "slabkit: pageblocks unmovable ") : NULL;
+    unsigned long pb[3] = { 0 }, fp[3] = { 0 }, fb = 0, cl = 0;
+    int got = line ? sscanf(line, SLABINFO_PAGETYPES_LINE, &pb[0], &pb[1], &pb[2], &fp[0], &fp[1], &fp[2], &fb, &cl) : 0;
+    ok(got == 8 && pb[1] >= 1 && fb >= 2 && cl >= 2,
+       "malloc_stats: pageblocks %lu unmovable, %lu reclaimable, %lu movable; %lu fallbacks, %lu claims", pb[0],
+       pb[1], pb[2], fb, cl);
     return done_testing();
 }
 
@@ -258,6 +269,6 @@ int main(int argc, char **argv)
      * pageblock bitmap a bit at a time, the zone id checked first, the
      * page index computed again, the type looked up under the lock). */
     static const char *const modes[] = { "default", "page_grouping=0", "page_microopt=0" };
-    static const int per[] = { 18, 2, 18 };
+    static const int per[] = { 19, 2, 19 };
     return tap_modes(argc, argv, modes, per, 3, child);
 }
