@@ -2,7 +2,7 @@
  * dirty_nodes — the zonelist's dirty limits and allowed nodes
  * (src/page/node.c), under numa_nodes=2 with a 64 MiB budget:
  *  - a node's sk_file pages are limited to file_dirty_ratio (20%) of its
- *    share of the budget: a writer on CPU 0 fills node 0 up to that, and
+ *    share of the budget: a writer on node 0's CPU fills it up to that, and
  *    its next pages come from node 1 (zone_dirty_ok); destroyed (and the
  *    LRU's per-CPU batches drained), the file's pages leave both counts;
  *  - a node passed by for its dirty limit is not full: the next page
@@ -27,15 +27,25 @@
 
 #define MiB ((size_t)1 << 20)
 
-static void pin_cpus(unsigned mask)
+/* The first CPU id of node nid (numa_nodes=2 splits the ids in halves). */
+static int cpu_of(unsigned nid)
+{
+    for (int c = 0; c < cpu_nr_ids; c++)
+        if (page_cpu_node[c] == nid)
+            return c;
+    BAIL("no CPU on node %u", nid);
+}
+
+/* Pin to the first CPU of each node in nodes (bit n: node n). */
+static void pin_cpus(unsigned nodes)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int c = 0; c < 2; c++)
-        if (mask & (1u << c))
-            CPU_SET(c, &set);
+    for (unsigned n = 0; n < 2; n++)
+        if (nodes & (1u << n))
+            CPU_SET(cpu_of(n), &set);
     if (sched_setaffinity(0, sizeof set, &set) != 0)
-        BAIL("sched_setaffinity(%#x)", mask);
+        BAIL("sched_setaffinity(nodes %#x)", nodes);
     sched_yield();
 }
 
@@ -65,8 +75,10 @@ static int child(const char *mode)
     pin_cpus(1);
     struct page_node_stats n0, n1;
     page_node_stats(0, &n0);
-    ok(n0.dirty_limit == (64 * MiB / SK_PAGE_SIZE) / 100 * 20 / 2,
-       "node 0's dirty limit: 20%% of its half of the budget, %lu pages", n0.dirty_limit);
+    unsigned long share = (64 * MiB / SK_PAGE_SIZE) / 100 * 20 * page_node_ncpus[0] /
+                          (page_node_ncpus[0] + page_node_ncpus[1]);
+    ok(n0.dirty_limit == share, "node 0's dirty limit: 20%% of its share of the budget (by CPUs), %lu pages",
+       n0.dirty_limit);
     unsigned long skips0 = page_dirty_skips;
     sk_file_t *f = sk_file_create("dirty");
     static char buf[MiB];
@@ -80,7 +92,7 @@ static int child(const char *mode)
      * list held and the refill that crossed it. */
     ok(n0.file_pages <= n0.dirty_limit + 116 + 29 && n0.file_pages + n1.file_pages >= 12 * MiB / SK_PAGE_SIZE &&
            n1.file_pages > 0 && page_dirty_skips > skips0,
-       "a 12 MiB file written on CPU 0: %lu pages on node 0 (limit %lu), %lu on node 1, %lu passes", n0.file_pages,
+       "a 12 MiB file written on node 0's CPU: %lu pages on node 0 (limit %lu), %lu on node 1, %lu passes", n0.file_pages,
        n0.dirty_limit, n1.file_pages, page_dirty_skips - skips0);
     unsigned nid = block_node();
     if (full_before)
@@ -98,14 +110,14 @@ static int child(const char *mode)
      * dropped). */
     bool hard;
     unsigned m[3];
-    static const unsigned cpus[3] = { 1, 2, 3 };
+    static const unsigned pins[3] = { 1, 2, 3 };
     for (int i = 0; i < 3; i++) {
-        pin_cpus(cpus[i]);
+        pin_cpus(pins[i]);
         page_allowed.nodes = 0;
         m[i] = page_allowed_nodes(&hard);
     }
     ok(m[0] == 1 && m[1] == 2 && m[2] == 3 && !hard,
-       "allowed nodes from the affinity: CPU 0 -> %#x, CPU 1 -> %#x, both -> %#x", m[0], m[1], m[2]);
+       "allowed nodes from the affinity: a CPU of node 0 -> %#x, of node 1 -> %#x, both -> %#x", m[0], m[1], m[2]);
     /* On CPU 0 with only node 1 allowed (as a policy would have it), and
      * the zonelist cache clear again. */
     pin_cpus(1);
