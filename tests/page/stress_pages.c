@@ -16,7 +16,11 @@
  * all, so that its CPU's lists overflow, run dry and grow (pcp.c,
  * pcp_tune), put one another back, and are trimmed by the reclaimer's
  * drains, all while the other threads push and pop on the same lists:
- * the tuning must have run (page_stats' pcp_grows).
+ * the tuning must have run (page_stats' pcp_grows).  Thread i asks for
+ * migratetype i % 3 (unmovable, reclaimable, movable: buddy.c, "grouping
+ * by mobility"), so requests fall back and claim pageblocks under the
+ * zone lock while frees read the types without it (page_free picks its
+ * per-CPU list by its pageblock's type); both must have happened.
  * Usage: stress_pages [milliseconds]   (default 1500)
  *
  * TSAN: yes
@@ -92,7 +96,8 @@ static void check_and_free(const struct rec *r)
 
 static int alloc_one(struct rec *r, unsigned order, uint32_t owner, uint32_t seq)
 {
-    char *p = sk_alloc_pages(order);
+    struct sk_page *blk = page_alloc_mt(order, owner % MIGRATE_TYPES);
+    char *p = blk ? page_address(blk) : NULL;
     if (!p) {
         __atomic_fetch_add(&alloc_fail, 1, __ATOMIC_RELAXED);
         return 0;
@@ -272,6 +277,9 @@ int main(int argc, char **argv)
        "allocations drained the per-CPU lists before taking fresh memory %lu times during the stress",
        st.pcp_fresh_drains);
     ok(!sk_opt.pcp || st.pcp_grows > 0, "per-CPU lists grew %lu times under the bursts", st.pcp_grows);
+    ok(!page_grouping || (st.mt_fallbacks > 0 && st.mt_claims > 0),
+       "requests of the three migratetypes fell back %lu times and claimed %lu pageblocks meanwhile",
+       st.mt_fallbacks, st.mt_claims);
     unsigned long smaller = acct_all_freed(&st);
     ok(st.free_blocks[SK_MAX_ORDER] == st.managed_pages >> SK_MAX_ORDER && smaller == 0,
        "all freed: %lu slices coalesced into %lu blocks of order %d (%lu smaller blocks)",
