@@ -230,9 +230,8 @@ bool page_node_below_low(unsigned nid, unsigned long pages)
     if (likely(!limit) || page_nr_nodes == 1)
         return false;
     /* The node's share of the budget and of its marks, by its CPUs. */
-    unsigned long cpus = page_node_ncpus[nid], all = (unsigned long)(cpu_nr_ids > 0 ? cpu_nr_ids : 1);
-    unsigned long share = limit * cpus / all;
-    unsigned long low = __atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED) * cpus / all;
+    unsigned long share = page_node_share(nid, limit);
+    unsigned long low = page_node_share(nid, __atomic_load_n(&page_budget.wmark[PAGE_WMARK_LOW], __ATOMIC_RELAXED));
     unsigned long charged = zone_charged(zone_of_node(nid, ZONE_NORMAL)) + zone_charged(zone_of_node(nid, ZONE_LARGE));
     return (long)share - (long)charged - (long)pages < (long)low;
 }

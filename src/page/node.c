@@ -62,6 +62,7 @@ unsigned page_nr_nodes = 1;
 bool page_nodes_real;
 uint8_t page_cpu_node[CPU_MAX_IDS + 1];
 unsigned page_node_ncpus[PAGE_MAX_NODES];
+static unsigned node_ids = 1;       /* CPU ids over all nodes (node_init) */
 unsigned long page_node_fallbacks;   /* statistics (relaxed) */
 unsigned long page_dirty_skips;      /* statistics (relaxed) */
 __thread struct page_allowed page_allowed __attribute__((tls_model("initial-exec")));
@@ -139,6 +140,7 @@ void node_init(void)
     memset(page_node_ncpus, 0, sizeof page_node_ncpus);
     for (unsigned c = 0; c < ids; c++)
         page_node_ncpus[page_cpu_node[c]]++;
+    node_ids = ids;
     long phys = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     phys_pages = phys > 0 && psize > 0 ? (unsigned long)phys * (unsigned long)psize / SK_PAGE_SIZE : 0;
     for (unsigned n = 0; n < PAGE_NR_ZONES; n++)
@@ -170,21 +172,20 @@ void zlc_mark_full(struct zone *z)
         __atomic_store_n(&z->zlc_full_until, os_now_ms_coarse() + ZLC_MS, __ATOMIC_RELAXED);
 }
 
+unsigned long page_node_share(unsigned nid, unsigned long amount)
+{
+    return amount / node_ids * page_node_ncpus[nid] + amount % node_ids * page_node_ncpus[nid] / node_ids;
+}
+
 /* ---- dirty limits (seed 001's patches 2 and 6: zone_dirty_ok) ---- */
 
 /* Node nid's limit of sk_file pages: file_dirty_ratio % of its share (by
  * CPUs) of the budget, or of the machine's memory; 0: none. */
 static unsigned long node_dirty_limit(unsigned nid)
 {
-    unsigned long ratio = (unsigned long)sk_opt.file_dirty_ratio, ids = 0;
-    if (!ratio)
-        return 0;
+    unsigned long ratio = (unsigned long)sk_opt.file_dirty_ratio;
     unsigned long mem = __atomic_load_n(&page_budget.limit, __ATOMIC_RELAXED);
-    if (!mem)
-        mem = phys_pages;
-    for (unsigned n = 0; n < page_nr_nodes; n++)
-        ids += page_node_ncpus[n];
-    return ids ? mem / 100 * ratio * page_node_ncpus[nid] / ids : 0;
+    return page_node_share(nid, (mem ? mem : phys_pages) / 100 * ratio);
 }
 
 /* Whether z may take another sk_file page for a write (the kernel's
@@ -258,7 +259,7 @@ struct zone *zonelist_pick(unsigned kind, unsigned long pages)
     unsigned home = page_node_here();
     uint64_t now = os_now_ms_coarse();
     bool hard;
-    unsigned allowed = page_allowed_nodes(&hard), all = (1u << page_nr_nodes) - 1;
+    unsigned own = page_allowed_nodes(&hard), allowed = own, all = (1u << page_nr_nodes) - 1;
     /* Patch 6: whether the dirty limits apply, decided once (before it,
      * every zone's look tested the flags again). */
     bool dirty_once = !page_patch_before(PATCH_DIRTY_ONCE);
@@ -289,11 +290,11 @@ struct zone *zonelist_pick(unsigned kind, unsigned long pages)
             break;
         allowed = all;    /* the softwall pass */
     }
-    /* Every node full or over its dirty limit: the home node if allowed
-     * (the budget decides), else the first allowed. */
-    return zone_of_node((page_allowed.nodes & (1u << home)) || !hard ? home
-                                                                    : (unsigned)__builtin_ctz(page_allowed.nodes),
-                        kind);
+    /* Every node full or over its dirty limit: the home node (the budget
+     * decides), or under a bind that excludes it the first bound one. */
+    if (hard && !(own & (1u << home)))
+        home = (unsigned)__builtin_ctz(own);
+    return zone_of_node(home, kind);
 }
 
 /* Whether a request that failed on z with errno may go on along the

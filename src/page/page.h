@@ -260,6 +260,9 @@ void node_init(void);
 extern unsigned long page_node_fallbacks SK_INTERNAL;
 /* CPU ids of each node (node_init). */
 extern unsigned page_node_ncpus[PAGE_MAX_NODES] SK_INTERNAL;
+/* Node nid's share of `amount` (pages of a budget, a mark, a limit): by
+ * its CPU ids, as the kernel splits memory-wide figures over zones. */
+unsigned long page_node_share(unsigned nid, unsigned long amount);
 struct page_node_stats {
     unsigned long cpus;                /* CPU ids of the node */
     unsigned long managed_pages, free_pages, dirty_pages, used_pages;
