@@ -79,6 +79,16 @@ _Static_assert((SLICE_PAGES / PAGEBLOCK_PAGES) * PAGEBLOCK_BITS <= 64 * 2, "page
 #define PCP_RECLAIMABLE (PCP_EXACT + 1)
 #define PCP_MOVABLE (PCP_EXACT + 2)
 #define PCP_NR_LISTS (PCP_MOVABLE + 1)
+/* Whether list l holds blocks of one order (all but the exact-block
+ * cache), and that order. */
+static inline bool pcp_block_list(unsigned l)
+{
+    return l != PCP_EXACT;
+}
+static inline unsigned pcp_order(unsigned l)
+{
+    return l <= PCP_MAX_ORDER ? l : 0;
+}
 /* Nodes and zones (node.c): each node has two zones, its slab zone
  * (ZONE_NORMAL: slab pages, sk_alloc_pages blocks, sk_file pages, the
  * per-CPU lists in front) and its large blocks' zone (ZONE_LARGE); a

@@ -30,15 +30,6 @@
  * pageblocks back.  Larger blocks of those two types go to the zone, as
  * the kernel's larger orders did (its per-CPU lists held order 0 only).
  */
-static inline bool pcp_block_list(unsigned l)
-{
-    return l != PCP_EXACT;
-}
-/* The order of list l's blocks (l a block list). */
-static inline unsigned pcp_order(unsigned l)
-{
-    return l <= PCP_MAX_ORDER ? l : 0;
-}
 /* The list of blocks of `order` (at most PCP_MAX_ORDER) and migratetype
  * mt, or PCP_NR_LISTS: none. */
 static inline unsigned pcp_list(unsigned order, unsigned mt)

@@ -194,8 +194,8 @@ static void acct_check(const struct acct_block *live, size_t n, struct acct_resu
      * reclaimable and movable types. */
     for (unsigned l = 0; l < PCP_NR_LISTS; l++) {
         cpu_arrays_t tab = page_pcp.lists[l];
-        unsigned o = l <= PCP_MAX_ORDER ? l : 0;
-        if (l == PCP_EXACT || !tab || tab == cpu_empty_arrays)
+        unsigned o = pcp_order(l);
+        if (!pcp_block_list(l) || !tab || tab == cpu_empty_arrays)
             continue;
         for (int cpu = 0; cpu < cpu_nr_ids; cpu++) {
             struct cpu_array *a = cpu_array_at(tab, cpu);

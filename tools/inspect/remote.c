@@ -640,11 +640,11 @@ static int read_totals(const struct rmt *r, int nr_ids, struct rmt_totals *t)
     /* The block lists: orders 0..PCP_MAX_ORDER, then order 0's of the
      * reclaimable and movable types (pcp.c). */
     for (unsigned l = 0; l < PCP_NR_LISTS; l++)
-        if (l != PCP_EXACT && pcp.lists[l])
+        if (pcp_block_list(l) && pcp.lists[l])
             for (int slot = 0; slot <= nr_ids; slot++)
                 t->pcp_pages += (unsigned long)(array_word(r, (uintptr_t)pcp.lists[l], slot, &approx) &
                                                 CPU_ARRAY_COUNT)
-                                << (l <= PCP_MAX_ORDER ? l : 0);
+                                << pcp_order(l);
     /* The exact-block cache: each entry a block of large.nr_pages pages,
      * read from its descriptor (page_stats counts them the same way). */
     uintptr_t etab = (uintptr_t)pcp.lists[PCP_EXACT];
