@@ -101,6 +101,7 @@ void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned lo
     pg->buddy.mt = (uint8_t)mt;
     __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
     list_add_head(list_of(z, order, clean, mt), pg);
+    z->mt_blocks[mt]++;
     /* Atomic: page_purger_wanted reads it without the lock. */
     __atomic_store_n(&z->free_pages, z->free_pages + (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages + span, __ATOMIC_RELAXED);
@@ -113,6 +114,7 @@ unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     unsigned order = pg->order;
     unsigned long span = clean ? 0 : pg->buddy.span;
     list_del(list_of(z, order, clean, pg->buddy.mt), pg);
+    z->mt_blocks[pg->buddy.mt]--;
     pg_set_flags(pg, 0);
     __atomic_store_n(&z->free_pages, z->free_pages - (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages - span, __ATOMIC_RELAXED);
@@ -137,6 +139,14 @@ static void zone_set_pageblock(struct zone *z, struct sk_page *pg, unsigned mt)
     pageblock_set_mt(pg, mt);
 }
 
+/* Whether any pageblock of z has a type but the default (movable with
+ * grouping; without it every pageblock has the one type), from the counts
+ * zone_set_pageblock keeps: a zone of large blocks never has one. */
+static bool zone_has_claims(const struct zone *z)
+{
+    return page_grouping && (z->mt_pageblocks[MIGRATE_UNMOVABLE] | z->mt_pageblocks[MIGRATE_RECLAIMABLE]);
+}
+
 /* The same for every pageblock of a block of `order` (at least
  * PAGEBLOCK_ORDER) at pg. */
 static void zone_set_pageblocks(struct zone *z, struct sk_page *pg, unsigned order, unsigned mt)
@@ -153,7 +163,8 @@ static unsigned zone_free_mt(struct zone *z, struct vm_slice *s, size_t idx, uns
 {
     struct sk_page *pg = (struct sk_page *)s->pages + idx;
     if (order >= PAGEBLOCK_ORDER) {
-        zone_set_pageblocks(z, pg, order, pageblock_default_mt());
+        if (zone_has_claims(z))    /* else they all have it already */
+            zone_set_pageblocks(z, pg, order, pageblock_default_mt());
         return pageblock_default_mt();
     }
     if (mt < MIGRATE_TYPES)
@@ -254,14 +265,20 @@ static const uint8_t mt_fallbacks[MIGRATE_TYPES][MIGRATE_TYPES - 1] = {
     [MIGRATE_MOVABLE] = { MIGRATE_RECLAIMABLE, MIGRATE_UNMOVABLE },
 };
 
-/* Move the free blocks of pg's pageblock to mt's lists (the kernel's
+/* Move the free blocks of the pageblock of `taken` (a block of `order`
+ * just taken off the lists, counted as free) to mt's lists (the kernel's
  * move_freepages_block); returns their pages.  zone->lock held. */
-static size_t zone_move_pageblock(struct zone *z, struct sk_page *pg, unsigned mt)
+static size_t zone_move_pageblock(struct zone *z, struct sk_page *taken, unsigned order, unsigned mt)
 {
-    struct sk_page *first = page_first(pg);
-    size_t idx = page_index(pg) & ~(PAGEBLOCK_PAGES - 1), end = idx + PAGEBLOCK_PAGES, moved = 0;
+    struct sk_page *first = page_first(taken);
+    size_t idx = page_index(taken) & ~(PAGEBLOCK_PAGES - 1), end = idx + PAGEBLOCK_PAGES, moved = 0;
     while (idx < end) {
         struct sk_page *b = first + idx;
+        if (b == taken) {               /* its pages are not read one by one */
+            moved += (size_t)1 << order;
+            idx += (size_t)1 << order;
+            continue;
+        }
         if (!(pg_flags(b) & PG_BUDDY)) {
             idx++;
             continue;
@@ -318,7 +335,7 @@ static struct sk_page *zone_take_fallback(struct zone *z, unsigned order, unsign
             }
             bool claim = high >= PAGEBLOCK_ORDER;
             if (!claim && (high >= PAGEBLOCK_ORDER / 2 || mt == MIGRATE_RECLAIMABLE))
-                claim = zone_move_pageblock(z, pg, mt) + ((size_t)1 << high) >= PAGEBLOCK_PAGES / 2;
+                claim = zone_move_pageblock(z, pg, high, mt) >= PAGEBLOCK_PAGES / 2;
             if (claim) {
                 if (high >= PAGEBLOCK_ORDER)
                     zone_set_pageblocks(z, pg, high, mt);
@@ -341,7 +358,6 @@ static struct sk_page *zone_take_fallback(struct zone *z, unsigned order, unsign
 static struct sk_page *zone_take(struct zone *z, unsigned order, unsigned mt, bool resident_only,
                                  unsigned long *span_out)
 {
-    mt = page_request_mt(mt);
     struct sk_page *pg = zone_take_own(z, order, mt, false, span_out);
     if (!pg && !resident_only)
         pg = zone_take_own(z, order, mt, true, span_out);
@@ -574,7 +590,7 @@ static int zone_grow(struct zone *z, unsigned order, unsigned mt, unsigned long 
 {
     int r = 0;
     lock_acquire(&z->grow_lock);
-    z->grow_mt = (uint8_t)page_request_mt(mt);
+    z->grow_mt = (uint8_t)mt;
     if (__atomic_load_n(&z->grow_gen, __ATOMIC_RELAXED) != gen)
         goto out;
     if (z->frontier && zone_grow_frontier(z, order) == 0)
@@ -715,6 +731,8 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
     for (unsigned lo = order; lo-- > 0 && lo + EXACT_RUN_ORDERS >= order && lo >= align_order;) {
         /* Each type's list, movable first (large blocks are). */
         for (unsigned l = 0; l < MIGRATE_TYPES; l++) {
+            if (!z->mt_blocks[MIGRATE_MOVABLE - l])
+                continue;
             struct sk_page *pg = z->dirty[MIGRATE_MOVABLE - l][lo].head;
             for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
                 struct sk_page *first = page_first(pg);
@@ -803,24 +821,25 @@ static struct sk_page *zone_take_fit(struct zone *z, unsigned order, size_t nr_p
 {
     struct fit best = { NULL, 0, 0, 0 };
     unsigned scanned = 0;
-    /* Each order's lists: dirty, then clean, each of every type. */
-    const unsigned per_order = 2 * MIGRATE_TYPES;
-    for (unsigned l = per_order * (order - 3); l < per_order * (SK_MAX_ORDER + 1); l++) {
-        struct page_list *list = list_of(z, l / per_order, l / MIGRATE_TYPES % 2, l % MIGRATE_TYPES);
-        for (struct sk_page *pg = list->head; pg; pg = pg->buddy.next) {
-            if (scanned++ == EXACT_FIT_SCAN)
-                goto done;
-            struct fit f = { page_first(pg), 0, 0, 0 };
-            size_t idx = (size_t)(pg - f.first);
-            f.start = zone_free_back(f.first, idx, SLICE_PAGES);
-            f.len = zone_free_fwd(f.first, idx, SLICE_PAGES) - f.start;
-            if (f.len < nr_pages)
-                continue;
-            f.resident = zone_run_resident(f.first, f.start, f.start + nr_pages);
-            if (!best.first || fit_better(&f, &best))
-                best = f;
-        }
-    }
+    /* Each type that has free blocks (a large blocks' zone has one), each
+     * order's lists: dirty, then clean. */
+    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
+        for (unsigned o = order - 3; z->mt_blocks[mt] && o <= SK_MAX_ORDER; o++)
+            for (unsigned c = 0; c < 2; c++) {
+                for (struct sk_page *pg = list_of(z, o, c, mt)->head; pg; pg = pg->buddy.next) {
+                    if (scanned++ == EXACT_FIT_SCAN)
+                        goto done;
+                    struct fit f = { page_first(pg), 0, 0, 0 };
+                    size_t idx = (size_t)(pg - f.first);
+                    f.start = zone_free_back(f.first, idx, SLICE_PAGES);
+                    f.len = zone_free_fwd(f.first, idx, SLICE_PAGES) - f.start;
+                    if (f.len < nr_pages)
+                        continue;
+                    f.resident = zone_run_resident(f.first, f.start, f.start + nr_pages);
+                    if (!best.first || fit_better(&f, &best))
+                        best = f;
+                }
+            }
 done:
     if (!best.first || (resident_only && !best.resident))
         return NULL;
@@ -898,15 +917,15 @@ static struct sk_page *zone_took(struct zone *z, struct sk_page *pg, unsigned or
  * to the slab zone, and slab pages among the large blocks would keep them
  * from merging (the reason they have a zone of their own).
  */
-static struct sk_page *zone_borrow(struct zone *large, unsigned order, size_t exact, unsigned align_order,
-                                   unsigned fit_order)
+static struct sk_page *zone_borrow(struct zone *large, unsigned order, unsigned mt, size_t exact,
+                                   unsigned align_order, unsigned fit_order)
 {
     struct zone *z = zone_of_node(zone_nid(large->node), ZONE_NORMAL);
     bool clean = false, dirtied = false;
     lock_acquire(&z->lock);
     uint64_t now = os_now_ms_coarse();
-    struct sk_page *pg = zone_take_block(z, order, MIGRATE_MOVABLE, exact, align_order, fit_order, true, now,
-                                         &clean, &dirtied);
+    struct sk_page *pg = zone_take_block(z, order, mt, exact, align_order, fit_order, true, now, &clean,
+                                         &dirtied);
     if (!pg) {
         lock_release(&z->lock);
         return NULL;
@@ -917,10 +936,12 @@ static struct sk_page *zone_borrow(struct zone *large, unsigned order, size_t ex
 /* A block of `order` for a request of migratetype mt; with exact (large
  * blocks: 0 < exact <= 2^order) only its first `exact` pages, the tail
  * going back in the same lock hold, and the block counted in the zone's
- * exact totals. */
+ * exact totals.  mt is made the request's type here, once for the zone
+ * layer (page_request_mt: one type without grouping). */
 struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t exact, unsigned align_order,
                            unsigned fit_order)
 {
+    mt = page_request_mt(mt);
     bool borrow = exact && zone_kind(z) == ZONE_LARGE && sk_opt.zone_borrow;
     /* Under a budget, the request is weighed as if it grew the resident
      * memory: free resident (dirty) pages count as charged, as the
@@ -943,7 +964,7 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t e
             /* Nothing resident here: the slab zone's, then our clean
              * memory (the lock was dropped: look again). */
             lock_release(&z->lock);
-            if ((pg = zone_borrow(z, order, exact, align_order, fit_order)))
+            if ((pg = zone_borrow(z, order, mt, exact, align_order, fit_order)))
                 return pg;
             borrow = false;
             continue;
@@ -964,6 +985,7 @@ struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t e
  * enough. */
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, unsigned mt, struct sk_page **out, unsigned n)
 {
+    mt = page_request_mt(mt);   /* as zone_alloc */
     unsigned got = 0;
     /* Under a budget, a refill takes no more than it needs when memory
      * is short: one block past low, none past the mark. */

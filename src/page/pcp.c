@@ -69,8 +69,8 @@ unsigned long pcp_pages(void)
  * held). */
 bool zone_has_dirty(const struct zone *z, unsigned order)
 {
-    for (unsigned o = order; o <= SK_MAX_ORDER; o++)
-        for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
+    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
+        for (unsigned o = order; z->mt_blocks[mt] && o <= SK_MAX_ORDER; o++)
             if (z->dirty[mt][o].head)
                 return true;
     return false;
@@ -223,7 +223,7 @@ bool zone_drain_before_fresh(struct zone *z, unsigned order, unsigned mt, bool f
     if (!first || zone_kind(z) != ZONE_NORMAL || !pcp_enabled || zone_has_dirty(z, order))
         return false;
     /* The request's own list (empty: it came here): not drained. */
-    unsigned keep = order <= PCP_MAX_ORDER ? pcp_list(order, page_request_mt(mt)) : PCP_NR_LISTS;
+    unsigned keep = order <= PCP_MAX_ORDER ? pcp_list(order, mt) : PCP_NR_LISTS;
     /* First this CPU's lists that tuning grew (other than the request's
      * own, empty): what they hold beyond high goes back, here, with no
      * other CPU to interrupt and so no rate limit. */
