@@ -101,7 +101,6 @@ void zone_insert(struct zone *z, struct sk_page *pg, unsigned order, unsigned lo
     pg->buddy.mt = (uint8_t)mt;
     __atomic_store_n(&pg->flags, PG_BUDDY | (clean ? PG_CLEAN : 0), __ATOMIC_RELEASE);
     list_add_head(list_of(z, order, clean, mt), pg);
-    z->mt_blocks[mt]++;
     /* Atomic: page_purger_wanted reads it without the lock. */
     __atomic_store_n(&z->free_pages, z->free_pages + (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages + span, __ATOMIC_RELAXED);
@@ -114,7 +113,6 @@ unsigned long zone_remove(struct zone *z, struct sk_page *pg)
     unsigned order = pg->order;
     unsigned long span = clean ? 0 : pg->buddy.span;
     list_del(list_of(z, order, clean, pg->buddy.mt), pg);
-    z->mt_blocks[pg->buddy.mt]--;
     pg_set_flags(pg, 0);
     __atomic_store_n(&z->free_pages, z->free_pages - (1ul << order), __ATOMIC_RELAXED);
     __atomic_store_n(&z->dirty_pages, z->dirty_pages - span, __ATOMIC_RELAXED);
@@ -729,11 +727,10 @@ static struct sk_page *zone_take_run(struct zone *z, unsigned order, size_t nr_p
                                      uint64_t now, bool *dirtied)
 {
     for (unsigned lo = order; lo-- > 0 && lo + EXACT_RUN_ORDERS >= order && lo >= align_order;) {
-        /* Each type's list, movable first (large blocks are). */
-        for (unsigned l = 0; l < MIGRATE_TYPES; l++) {
-            if (!z->mt_blocks[MIGRATE_MOVABLE - l])
-                continue;
-            struct sk_page *pg = z->dirty[MIGRATE_MOVABLE - l][lo].head;
+        /* Each type's list the zone has, movable first (large blocks
+         * are). */
+        for (unsigned mt = zone_mt_end(z); mt-- > zone_mt_first(z);) {
+            struct sk_page *pg = z->dirty[mt][lo].head;
             for (int tries = 0; pg && tries < EXACT_RUN_TRIES; tries++, pg = pg->buddy.next) {
                 struct sk_page *first = page_first(pg);
                 size_t idx = (size_t)(pg - first), span = (size_t)1 << lo;
@@ -821,10 +818,9 @@ static struct sk_page *zone_take_fit(struct zone *z, unsigned order, size_t nr_p
 {
     struct fit best = { NULL, 0, 0, 0 };
     unsigned scanned = 0;
-    /* Each type that has free blocks (a large blocks' zone has one), each
-     * order's lists: dirty, then clean. */
-    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
-        for (unsigned o = order - 3; z->mt_blocks[mt] && o <= SK_MAX_ORDER; o++)
+    /* Each type's lists the zone has, each order's: dirty, then clean. */
+    for (unsigned mt = zone_mt_first(z); mt < zone_mt_end(z); mt++)
+        for (unsigned o = order - 3; o <= SK_MAX_ORDER; o++)
             for (unsigned c = 0; c < 2; c++) {
                 for (struct sk_page *pg = list_of(z, o, c, mt)->head; pg; pg = pg->buddy.next) {
                     if (scanned++ == EXACT_FIT_SCAN)

@@ -37,7 +37,6 @@ static unsigned fork_list_mt(const struct sk_page *pg)
 static void zone_rebuild(struct zone *z)
 {
     memset(z->dirty, 0, sizeof z->dirty);
-    memset(z->mt_blocks, 0, sizeof z->mt_blocks);   /* zone_insert counts them again */
     memset(z->clean, 0, sizeof z->clean);
     __atomic_store_n(&z->free_pages, 0, __ATOMIC_RELAXED);
     z->dirty_pages = 0;

@@ -227,9 +227,6 @@ struct zone {
     /* Pageblocks of each type but the default (whose count is the rest
      * of the zone's): changed only by zone_set_pageblock. */
     unsigned long mt_pageblocks[MIGRATE_TYPES];
-    /* Free blocks on each type's lists (zone->lock): the walks over every
-     * list pass the types that have none (a large blocks' zone has one). */
-    unsigned long mt_blocks[MIGRATE_TYPES];
     /* sk_file pages of the zone (atomic; page_file_account): what its
      * dirty limit weighs (node.c, zone_dirty_ok). */
     unsigned long file_pages;

@@ -64,6 +64,18 @@ static inline unsigned zone_kind(const struct zone *z)
 {
     return (unsigned)z->node & 1;
 }
+/* The migratetypes whose lists hold z's free blocks, [first, end): a
+ * large blocks' zone has the default type's only (its requests are
+ * movable, and its pageblocks are never claimed), so the walks over
+ * every list need not look at the others there. */
+static inline unsigned zone_mt_first(const struct zone *z)
+{
+    return zone_kind(z) == ZONE_LARGE ? pageblock_default_mt() : 0;
+}
+static inline unsigned zone_mt_end(const struct zone *z)
+{
+    return zone_kind(z) == ZONE_LARGE ? pageblock_default_mt() + 1 : MIGRATE_TYPES;
+}
 /* What z holds against the memory budget: pages in use and free pages
  * still resident (racy reads of counters stored atomically under its
  * lock: a snapshot mid-update is off by a block, for one look). */

@@ -69,8 +69,8 @@ unsigned long pcp_pages(void)
  * held). */
 bool zone_has_dirty(const struct zone *z, unsigned order)
 {
-    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++)
-        for (unsigned o = order; z->mt_blocks[mt] && o <= SK_MAX_ORDER; o++)
+    for (unsigned mt = zone_mt_first(z); mt < zone_mt_end(z); mt++)
+        for (unsigned o = order; o <= SK_MAX_ORDER; o++)
             if (z->dirty[mt][o].head)
                 return true;
     return false;

@@ -77,10 +77,8 @@ static bool page_huge(const struct sk_page *pg)
 static struct sk_page *reclaim_candidate(struct zone *z, int o, bool split)
 {
     struct sk_page *best = NULL;
-    for (unsigned mt = 0; mt < MIGRATE_TYPES; mt++) {
+    for (unsigned mt = zone_mt_first(z); mt < zone_mt_end(z); mt++) {
         unsigned skipped = 0;
-        if (!z->mt_blocks[mt])
-            continue;
         for (struct sk_page *pg = z->dirty[mt][o].tail; pg; pg = pg->buddy.prev) {
             if (split || !(o < HUGE_ORDER && page_huge(pg))) {
                 if (!best || pg->buddy.freed_at < best->buddy.freed_at)
