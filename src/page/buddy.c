@@ -999,6 +999,7 @@ unsigned zone_alloc_bulk(struct zone *z, unsigned order, unsigned mt, struct sk_
                 break;
             pg_set_flags(pg, PG_PCP | (span ? 0 : PG_ZEROED));
             pg->order = (uint8_t)order;
+            pg->buddy.mt = (uint8_t)mt;     /* the type it is for: zone_free_bulk's way back */
             pg->node = (uint8_t)z->node;    /* its zone: page_free's way back */
             out[got++] = pg;
         }
@@ -1018,7 +1019,7 @@ void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned o
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
     for (unsigned i = 0; i < n; i++)
-        zone_free_block(z, pgs[i], order, 1ul << order, now);
+        zone_free_block_mt(z, pgs[i], order, 1ul << order, now, pgs[i]->buddy.mt);
     zone_note_freed(z, 1ul << order);
     zone_maybe_reclaim(z, now);
     zone_release_dirtied(z, now);

@@ -100,6 +100,8 @@ struct sk_page *zonelist_alloc(unsigned kind, unsigned order, unsigned mt, size_
 struct sk_page *zone_alloc(struct zone *z, unsigned order, unsigned mt, size_t exact, unsigned align_order,
                            unsigned fit_order);
 unsigned zone_alloc_bulk(struct zone *z, unsigned order, unsigned mt, struct sk_page **out, unsigned n);
+/* Per-CPU list blocks back to z: each to the lists of the type its
+ * descriptor keeps (buddy.mt, set by page_free or zone_alloc_bulk). */
 void zone_free_bulk(struct zone *z, struct sk_page **pgs, unsigned n, unsigned order);
 /* zone_free_bulk for blocks of any zones (a per-CPU list's: a block freed
  * on a CPU of another node joins that CPU's list), each to its own;

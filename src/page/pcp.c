@@ -405,7 +405,7 @@ static bool pcp_push_slow(unsigned l, struct sk_page *pg)
  * (PCP_NR_LISTS).  Out of line, so that the push above needs no stack
  * frame (its batch array made every free of a slab or a kblock save six
  * registers). */
-static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsigned l)
+static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsigned l, unsigned mt)
 {
     struct zone *z = &page_zones[pg->node];
     if (l < PCP_NR_LISTS) {
@@ -420,9 +420,13 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsig
         return;
     }
     /* Seed 001's patch 10: the block's migratetype looked up before the
-     * zone lock (3.15-rc1's __free_pages_ok looked it up with interrupts
-     * off, here under the lock). */
-    unsigned mt = page_patch_before(PATCH_FREE_MT_UNLOCKED) ? MIGRATE_TYPES : pageblock_mt(pg);
+     * zone lock, or taken from page_free's look (3.15-rc1's
+     * __free_pages_ok looked it up with interrupts off, here under the
+     * lock: MIGRATE_TYPES). */
+    if (page_patch_before(PATCH_FREE_MT_UNLOCKED))
+        mt = MIGRATE_TYPES;
+    else if (mt == MIGRATE_TYPES)
+        mt = pageblock_mt(pg);
     uint64_t now = os_now_ms_coarse();
     lock_acquire(&z->lock);
     zone_free_block_mt(z, pg, order, 1ul << order, now, mt);
@@ -432,20 +436,26 @@ static SK_NOINLINE void page_free_slow(struct sk_page *pg, unsigned order, unsig
 }
 
 /* To the per-CPU list of its order and its pageblock's migratetype (the
- * kernel's free_hot_cold_page), or to its zone. */
+ * kernel's free_hot_cold_page), or to its zone.  The type is looked up
+ * once, here, and kept in the block's descriptor while it waits on a
+ * list: a drain frees it to that type's lists without looking again
+ * (the kernel's set_freepage_migratetype; a pageblock claimed meanwhile
+ * gets it back on the old type's lists, as there). */
 void page_free(struct sk_page *pg, unsigned order)
 {
-    unsigned l = PCP_NR_LISTS;
+    unsigned l = PCP_NR_LISTS, mt = MIGRATE_TYPES;
     if (likely(order <= PCP_MAX_ORDER && pcp_enabled)) {
-        l = page_grouping ? pcp_list(order, pageblock_mt(pg)) : order;
+        mt = page_grouping ? pageblock_mt(pg) : MIGRATE_UNMOVABLE;
+        l = pcp_list(order, mt);
         if (likely(l < PCP_NR_LISTS)) {
             pg_set_flags(pg, PG_PCP);
             pg->order = (uint8_t)order;
+            pg->buddy.mt = (uint8_t)mt;
             if (likely(cpu_push_fast(page_pcp.lists[l], pg)))
                 return;
         }
     }
-    page_free_slow(pg, order, l);
+    page_free_slow(pg, order, l, mt);
 }
 
 /*
