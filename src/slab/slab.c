@@ -47,6 +47,12 @@
  * fresh range (slab_cpu->fresh_left): while it is not empty the slab is the
  * CPU slab, on no list, and its pages where range objects start carry
  * PG_FRESH.
+ * The page map (slab_types.h), what free reads instead of descriptors: a
+ * slab page has its word there from the moment every object starting on it
+ * holds a marker (slab_new_slab for an eager slab, take_fresh page by page
+ * for a fresh range) until its slab is discarded (discard_now, before the
+ * page allocator has the pages); a home change rewrites the words that
+ * are there (slab_mirror_owner), never adds one.
  * Free pointers are stored obfuscated (cache random ^ slot address), the
  * kernel's SLAB_FREELIST_HARDENED, behind get_fp/set_fp.
  * A cache watched by memcheck or ASan (c->poison) has its objects poisoned
@@ -140,6 +146,8 @@ struct sk_page *slab_new_slab(struct slab_cache *c, void **freelist, bool lazy, 
     struct slab_node *n = &c->node[slab_node_of(pg)];
     __atomic_fetch_add(&n->nr_slabs, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&pg->flags, PG_HEAD | PG_SLAB | (lazy ? PG_FRESH : 0), __ATOMIC_RELEASE);
+    if (!lazy)
+        slab_pmap_set(c, pg, 0, ((size_t)1 << c->order) - 1, cnt.owner);
     *freelist = s_mem;
     stat(c, SK_NEW_SLAB);
     return pg;
@@ -214,6 +222,8 @@ static unsigned take_fresh(struct slab_cache *c, struct slab_cpu *sc, void **buf
     for (size_t p = obj_page(c, from); p <= last; p++)
         if (pg_flags(pg + p) & PG_FRESH)
             __atomic_store_n(&pg[p].flags, pg_flags(pg + p) & ~PG_FRESH, __ATOMIC_RELEASE);
+    union slab_counters cnt = { .v = slab_counters(pg) };
+    slab_pmap_set(c, pg, obj_page(c, from), last, cnt.owner);
     for (i = from; i < to; i++)
         buf[i - from] = pg->slab.s_mem + (size_t)i * c->size;
     sc->fresh_left = (uint16_t)(c->objects - to);
@@ -255,6 +265,7 @@ static void slab_rcu_release(struct slab_cache *c, void (*grace)(void))
 static void discard_now(struct slab_cache *c, struct sk_page *pg)
 {
     size_t pages = (size_t)1 << c->order;
+    slab_pmap_clear(c, pg);
     for (size_t i = 1; i < pages; i++)
         __atomic_store_n(&pg[i].flags, 0, __ATOMIC_RELAXED);
     pg_set_flags(pg, PG_HEAD);

@@ -247,9 +247,10 @@ static inline bool slab_free_keeps(const struct slab_cache *c, const struct sk_p
 void slab_free_cold(struct slab_cache *c, struct sk_page *head, void *obj);
 
 /* slab_free for an object whose slab page pg (head or tail) the caller
- * has: an object of a slab frozen to another CPU goes home. */
-static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *obj,
-                                const char *call)
+ * has, and its slab's home `owner` (a hint, from the page's counters or
+ * the page map): an object of a slab frozen to another CPU goes home. */
+static inline void slab_free_home(struct slab_cache *c, struct sk_page *pg, void *obj, const char *call,
+                                  uint8_t owner)
 {
     if (unlikely(slab_marked_free(c, obj))) {
         slab_free_marked(c, obj, call);
@@ -272,10 +273,9 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
      * registration failed) and never goes home: slab_free_keeps turns it
      * away (a third factor here, for the id, cost the cross pair 15 ns in
      * one phase of the machine even with remote_free=0). */
-    union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
     uint8_t cpu = (uint8_t)cpu_rseq_area()->cpu_id;
-    unsigned other = (uint8_t)(cnt.owner ^ cpu);
-    unsigned owned = (uint8_t)(cnt.owner + 1) & c->remote_free;    /* 0: SLAB_NO_OWNER, or off */
+    unsigned other = (uint8_t)(owner ^ cpu);
+    unsigned owned = (uint8_t)(owner + 1) & c->remote_free;    /* 0: SLAB_NO_OWNER, or off */
     if (unlikely(other * owned != 0) && !slab_free_keeps(c, pg, cpu)) {
         slab_free_remote(c, pg, obj);
         return;
@@ -283,6 +283,12 @@ static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *
     if (likely(cpu_push_fast(slab_arrays(c), obj)))
         return;
     slab_free_slow(c, obj);
+}
+
+static inline void slab_free_at(struct slab_cache *c, struct sk_page *pg, void *obj, const char *call)
+{
+    union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
+    slab_free_home(c, pg, obj, call, cnt.owner);
 }
 
 /* A free of obj through cache c when obj is no object of c (pg: its slab
@@ -321,20 +327,46 @@ static inline void kfree_call(void *p, const char *call)
 {
     struct vm_slice *s = vm_slice_of(p);
     if (likely(s)) {
-        struct sk_page *pg = page_of_slice(s, p);
-        uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
-        if (likely((f & (PG_SLAB | PG_FRESH)) == PG_SLAB)) {
-            struct slab_cache *c = pg->slab.cache;
-            if (likely(slab_obj_exact(c, pg, p) < c->objects)) {
-                slab_free_at(c, pg, p, call);
-                return;
+        /* The page map first: one dense word names the cache, the slab's
+         * first page (its objects start there) and its home, and the
+         * descriptor is not read.  A page out of the map (0: not a slab
+         * page of a mapped cache, fresh, a large block, a partial slice)
+         * reads its descriptor, as every page did before the map.  One
+         * call of slab_free_home for both, so that it stays inline. */
+        size_t idx = ((uintptr_t)p >> SK_PAGE_SHIFT) & (SLICE_PAGES - 1);
+        struct sk_page *pg = (struct sk_page *)s->pages + idx;
+        uint32_t w = __atomic_load_n(&vm_pmap(s)[idx], __ATOMIC_ACQUIRE);
+        struct slab_cache *c;
+        uint32_t off;            /* p's offset from its slab's first object */
+        uint8_t owner;
+        if (likely(w)) {
+            c = slab_pmap_caches[w & 0xffff];
+            /* The page's index in its slab (bits 16-23) times the page
+             * size, and p's offset in its page. */
+            off = ((uint32_t)(uintptr_t)p & (SK_PAGE_SIZE - 1)) | ((w >> (16 - SK_PAGE_SHIFT)) & (0xffu << SK_PAGE_SHIFT));
+            owner = (uint8_t)(w >> 24);
+        } else {
+            uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
+            if (unlikely((f & (PG_SLAB | PG_FRESH)) != PG_SLAB)) {
+                if ((f & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && !((uintptr_t)p & (SK_PAGE_SIZE - 1)) &&
+                    s->kind != VM_SLICE_DIRECT) {
+                    page_free_exact(pg);   /* a kblock or an exact block: its head page */
+                    return;
+                }
+                goto slow;
             }
-        } else if ((f & (PG_HEAD | PG_LARGE)) == (PG_HEAD | PG_LARGE) && !((uintptr_t)p & (SK_PAGE_SIZE - 1)) &&
-                   s->kind != VM_SLICE_DIRECT) {
-            page_free_exact(pg);   /* a kblock or an exact block: its head page */
+            c = pg->slab.cache;
+            off = (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem);
+            union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
+            owner = cnt.owner;
+        }
+        uint32_t q = off * c->inv;
+        if (likely(((q >> c->shift) | (q << (-c->shift & 31))) < c->objects)) {
+            slab_free_home(c, pg, p, call, owner);
             return;
         }
     }
+slow:
     sk_free_slow(p, call);
 }
 

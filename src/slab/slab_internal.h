@@ -88,6 +88,63 @@ static inline uint8_t slab_owner_here(const struct slab_cache *c)
     return id < SLAB_NO_OWNER ? (uint8_t)id : SLAB_NO_OWNER;
 }
 
+/* ---- the page map (slab_types.h) ---- */
+
+static inline uint32_t slab_pmap_word(const struct slab_cache *c, size_t i, uint8_t owner)
+{
+    return c->pmap_id | (uint32_t)i << 16 | (uint32_t)owner << 24;
+}
+
+/* Pages from..to of slab pg enter the map, with home `owner`: every object
+ * starting on them is initialised (holds its marker). */
+static inline void slab_pmap_set(const struct slab_cache *c, struct sk_page *pg, size_t from, size_t to,
+                                 uint8_t owner)
+{
+    if (!c->pmap)
+        return;
+    struct vm_slice *s = page_slice(pg);
+    uint32_t *map = vm_pmap_of(s);
+    if (!map)
+        return;
+    map += pg - (struct sk_page *)s->pages;
+    for (size_t i = from; i <= to; i++)
+        __atomic_store_n(&map[i], slab_pmap_word(c, i, owner), __ATOMIC_RELEASE);
+}
+
+/* Slab pg leaves the map (its discard, before the pages go back). */
+static inline void slab_pmap_clear(const struct slab_cache *c, struct sk_page *pg)
+{
+    if (!c->pmap)
+        return;
+    struct vm_slice *s = page_slice(pg);
+    uint32_t *map = vm_pmap_of(s);
+    if (!map)
+        return;
+    map += pg - (struct sk_page *)s->pages;
+    for (size_t i = 0; i < ((size_t)1 << c->order); i++)
+        __atomic_store_n(&map[i], 0, __ATOMIC_RELEASE);
+}
+
+/* The slab's new home in the words of its pages in the map: a page not in
+ * the map (fresh, or a discard racing in) is left out, by compare and swap,
+ * so the map never gains a word here. */
+static inline void slab_pmap_owner(const struct slab_cache *c, struct sk_page *pg, uint8_t owner)
+{
+    if (!c->pmap)
+        return;
+    struct vm_slice *s = page_slice(pg);
+    uint32_t *map = vm_pmap_of(s);
+    if (!map)
+        return;
+    map += pg - (struct sk_page *)s->pages;
+    for (size_t i = 0; i < ((size_t)1 << c->order); i++) {
+        uint32_t w = __atomic_load_n(&map[i], __ATOMIC_RELAXED);
+        if (w && (uint8_t)(w >> 24) != owner)
+            __atomic_compare_exchange_n(&map[i], &w, (w & 0xffffffu) | (uint32_t)owner << 24, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+}
+
 /* The free path reads the owner at the object's page (slab_free_at), head
  * or tail: a slab of more pages carries it on each tail page too, in the
  * counters word that only the head uses, stored after the head's changed.
@@ -97,6 +154,7 @@ static inline void slab_mirror_owner(const struct slab_cache *c, struct sk_page 
 {
     if (!c->remote_free)
         return;
+    slab_pmap_owner(c, pg, owner);
     union slab_counters m = { .v = 0 };
     m.owner = owner;
     for (size_t i = 1; i < ((size_t)1 << c->order); i++)

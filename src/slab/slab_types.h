@@ -193,6 +193,13 @@ struct slab_cache {
     bool rcu_keep;
     struct sk_page *rcu_pending;
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
+    /* The page map (slab_internal.h, slab_pmap_set): pmap_id is this
+     * struct's index in slab_pmap_caches, kept when a destroyed cache's
+     * struct serves again (0: the ids ran out); pmap, whether its slabs
+     * enter the map (SLUB's layout only: no bytes before the first object,
+     * at most SLAB_PMAP_PAGES pages a slab). */
+    uint16_t pmap_id;
+    bool pmap;
     /* Each mode's own fields: slub_debug's layout, allocator=slab's
      * sizing, sheaves=0's per-CPU freelists. */
     struct slab_debug_layout dbg;
@@ -218,6 +225,21 @@ struct slab_cache {
     bool kmalloc;
     char name[SLAB_NAME_LEN];
 };
+
+/*
+ * The page map (vm.h: a 32-bit word a page, after a slice's descriptors):
+ * the word of a page of a slab whose objects free may take from it, 0 for
+ * every other page.  Bits 0-15 its cache's pmap_id, 16-23 the page's index
+ * in its slab, 24-31 the slab's home (a copy of counters.owner, kept as
+ * slab_mirror_owner keeps the tail pages' copies: a hint).  A page enters
+ * the map once every object starting on it holds a marker (eagerly made
+ * slabs at creation, a fresh range's pages as take_fresh initialises them:
+ * never while PG_FRESH is set) and leaves it when its slab is discarded,
+ * before its pages go back to the page allocator.
+ */
+#define SLAB_PMAP_IDS 65536u
+#define SLAB_PMAP_PAGES 256u
+extern struct slab_cache *slab_pmap_caches[SLAB_PMAP_IDS] SK_INTERNAL;
 
 static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
 {

@@ -450,7 +450,8 @@ size_t vm_arena_trim(void)
 
 /* ---- headers ---- */
 
-#define VM_HEADER_BYTES SK_ALIGN_UP(sizeof(struct vm_slice) + SLICE_PAGES * VM_DESC_SIZE, SK_PAGE_SIZE)
+_Static_assert(VM_PMAP_OFFSET >= sizeof(struct vm_slice) + SLICE_PAGES * VM_DESC_SIZE,
+               "the page map follows the descriptors");
 _Static_assert(VM_HEADER_BYTES <= VM_HEADER_ALIGN, "a slice header fits its alignment");
 
 /*
