@@ -206,10 +206,6 @@ static void *meta_zalloc(struct meta_area *a, size_t bytes)
     return p;
 }
 
-/* The page map's caches (slab_internal.h), by id; ids are never reused. */
-struct slab_cache *slab_pmap_caches[SLAB_PMAP_IDS];
-static unsigned pmap_ids;
-
 static void cache_setup(struct slab_cache *c, const char *name, size_t size, size_t align,
                         unsigned flags, void (*ctor)(void *), bool kmalloc)
 {
@@ -332,19 +328,10 @@ static void cache_setup(struct slab_cache *c, const char *name, size_t size, siz
      * ASan watching) have arrays of capacity 0. */
     bool remote = sk_opt.remote_free && c->mode == SLAB_MODE_SLUB && c->array_cap && cpu_use_rseq;
     c->remote_free = remote ? 0xff : 0;
-    /* The page map: an id for the struct once, for good (a struct serves
-     * again and again, cache_free_list); its slabs enter the map where
-     * free could read them from it: SLUB's layout, objects from the
-     * slab's first byte. */
-    if (!c->pmap_id) {
-        unsigned id = __atomic_add_fetch(&pmap_ids, 1, __ATOMIC_RELAXED);
-        if (id < SLAB_PMAP_IDS) {
-            c->pmap_id = (uint16_t)id;
-            __atomic_store_n(&slab_pmap_caches[id], c, __ATOMIC_RELEASE);
-        }
-    }
-    c->pmap = c->pmap_id && c->reserved == 0 && ((size_t)1 << c->order) <= SLAB_PMAP_PAGES &&
-              sk_opt.allocator != SK_ALLOC_SLAB;
+    /* The page map: its slabs enter it where free could read them from
+     * it, SLUB's layout with objects from the slab's first byte. */
+    c->pmap = c->reserved == 0 && ((size_t)1 << c->order) <= SLAB_PMAP_PAGES &&
+              sk_opt.allocator != SK_ALLOC_SLAB && ((uintptr_t)c >> 48) == 0;
     cpu_arrays_init(c->arrays, 0);    /* each CPU's cap is set on first use */
 }
 
@@ -407,10 +394,8 @@ struct slab_cache *slab_cache_create(const char *name, size_t size, size_t align
         for (int n = 0; n < SLAB_NR_NODES; n++)
             barn[n] = c->node[n].barn.objs;
         arrays = c->arrays;
-        uint16_t pmap_id = c->pmap_id;
         cpu_pool_clear(cpu, sizeof(struct slab_cpu), cpu_nr_ids);
         memset(c, 0, sizeof *c);
-        c->pmap_id = pmap_id;
         cpu_arrays_clear((cpu_arrays_t)arrays);
     } else {
         /* Metadata carved before a refusal stays carved (a few KiB, and

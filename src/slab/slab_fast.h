@@ -335,16 +335,17 @@ static inline void kfree_call(void *p, const char *call)
          * call of slab_free_home for both, so that it stays inline. */
         size_t idx = ((uintptr_t)p >> SK_PAGE_SHIFT) & (SLICE_PAGES - 1);
         struct sk_page *pg = (struct sk_page *)s->pages + idx;
-        uint32_t w = __atomic_load_n(&vm_pmap(s)[idx], __ATOMIC_ACQUIRE);
+        uint64_t w = __atomic_load_n(&vm_pmap(s)[idx], __ATOMIC_ACQUIRE);
         struct slab_cache *c;
         uint32_t off;            /* p's offset from its slab's first object */
         uint8_t owner;
         if (likely(w)) {
-            c = slab_pmap_caches[w & 0xffff];
-            /* The page's index in its slab (bits 16-23) times the page
+            c = (struct slab_cache *)(uintptr_t)(w >> 16);
+            /* The page's index in its slab (bits 8-15) times the page
              * size, and p's offset in its page. */
-            off = ((uint32_t)(uintptr_t)p & (SK_PAGE_SIZE - 1)) | ((w >> (16 - SK_PAGE_SHIFT)) & (0xffu << SK_PAGE_SHIFT));
-            owner = (uint8_t)(w >> 24);
+            off = ((uint32_t)(uintptr_t)p & (SK_PAGE_SIZE - 1)) |
+                  ((uint32_t)w << (SK_PAGE_SHIFT - 8) & (0xffu << SK_PAGE_SHIFT));
+            owner = (uint8_t)w;
         } else {
             uint32_t f = __atomic_load_n(&pg->flags, __ATOMIC_ACQUIRE);
             if (unlikely((f & (PG_SLAB | PG_FRESH)) != PG_SLAB)) {

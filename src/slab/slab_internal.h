@@ -90,9 +90,9 @@ static inline uint8_t slab_owner_here(const struct slab_cache *c)
 
 /* ---- the page map (slab_types.h) ---- */
 
-static inline uint32_t slab_pmap_word(const struct slab_cache *c, size_t i, uint8_t owner)
+static inline uint64_t slab_pmap_word(const struct slab_cache *c, size_t i, uint8_t owner)
 {
-    return c->pmap_id | (uint32_t)i << 16 | (uint32_t)owner << 24;
+    return (uint64_t)(uintptr_t)c << 16 | (uint64_t)i << 8 | owner;
 }
 
 /* Pages from..to of slab pg enter the map, with home `owner`: every object
@@ -103,7 +103,7 @@ static inline void slab_pmap_set(const struct slab_cache *c, struct sk_page *pg,
     if (!c->pmap)
         return;
     struct vm_slice *s = page_slice(pg);
-    uint32_t *map = vm_pmap_of(s);
+    uint64_t *map = vm_pmap_of(s);
     if (!map)
         return;
     map += pg - (struct sk_page *)s->pages;
@@ -117,7 +117,7 @@ static inline void slab_pmap_clear(const struct slab_cache *c, struct sk_page *p
     if (!c->pmap)
         return;
     struct vm_slice *s = page_slice(pg);
-    uint32_t *map = vm_pmap_of(s);
+    uint64_t *map = vm_pmap_of(s);
     if (!map)
         return;
     map += pg - (struct sk_page *)s->pages;
@@ -133,15 +133,15 @@ static inline void slab_pmap_owner(const struct slab_cache *c, struct sk_page *p
     if (!c->pmap)
         return;
     struct vm_slice *s = page_slice(pg);
-    uint32_t *map = vm_pmap_of(s);
+    uint64_t *map = vm_pmap_of(s);
     if (!map)
         return;
     map += pg - (struct sk_page *)s->pages;
     for (size_t i = 0; i < ((size_t)1 << c->order); i++) {
-        uint32_t w = __atomic_load_n(&map[i], __ATOMIC_RELAXED);
-        if (w && (uint8_t)(w >> 24) != owner)
-            __atomic_compare_exchange_n(&map[i], &w, (w & 0xffffffu) | (uint32_t)owner << 24, false,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        uint64_t w = __atomic_load_n(&map[i], __ATOMIC_RELAXED);
+        if (w && (uint8_t)w != owner)
+            __atomic_compare_exchange_n(&map[i], &w, (w & ~(uint64_t)0xff) | owner, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
     }
 }
 

@@ -193,12 +193,9 @@ struct slab_cache {
     bool rcu_keep;
     struct sk_page *rcu_pending;
     uint8_t mode;                 /* enum slab_mode: whose slow paths */
-    /* The page map (slab_internal.h, slab_pmap_set): pmap_id is this
-     * struct's index in slab_pmap_caches, kept when a destroyed cache's
-     * struct serves again (0: the ids ran out); pmap, whether its slabs
-     * enter the map (SLUB's layout only: no bytes before the first object,
-     * at most SLAB_PMAP_PAGES pages a slab). */
-    uint16_t pmap_id;
+    /* Whether its slabs enter the page map (slab_internal.h,
+     * slab_pmap_set): SLUB's layout only, no bytes before the first
+     * object, at most SLAB_PMAP_PAGES pages a slab. */
     bool pmap;
     /* Each mode's own fields: slub_debug's layout, allocator=slab's
      * sizing, sheaves=0's per-CPU freelists. */
@@ -227,19 +224,20 @@ struct slab_cache {
 };
 
 /*
- * The page map (vm.h: a 32-bit word a page, after a slice's descriptors):
+ * The page map (vm.h: a 64-bit word a page, after a slice's descriptors):
  * the word of a page of a slab whose objects free may take from it, 0 for
- * every other page.  Bits 0-15 its cache's pmap_id, 16-23 the page's index
- * in its slab, 24-31 the slab's home (a copy of counters.owner, kept as
- * slab_mirror_owner keeps the tail pages' copies: a hint).  A page enters
+ * every other page.  Bits 16-63 its cache's address (a user-space
+ * address: below 2^47), 8-15 the page's index in its slab, 0-7 the slab's
+ * home (a copy of counters.owner, kept as slab_mirror_owner keeps the tail
+ * pages' copies: a hint).  The cache is the word itself, not an index
+ * into a table: free's chain of loads is no longer than the descriptor's
+ * was (slice, then the word, then the cache).  A page enters
  * the map once every object starting on it holds a marker (eagerly made
  * slabs at creation, a fresh range's pages as take_fresh initialises them:
  * never while PG_FRESH is set) and leaves it when its slab is discarded,
  * before its pages go back to the page allocator.
  */
-#define SLAB_PMAP_IDS 65536u
 #define SLAB_PMAP_PAGES 256u
-extern struct slab_cache *slab_pmap_caches[SLAB_PMAP_IDS] SK_INTERNAL;
 
 static inline cpu_arrays_t slab_arrays(const struct slab_cache *c)
 {

@@ -123,10 +123,10 @@ struct vm_slice {
 };
 
 /*
- * The page map: after the descriptors, a 32-bit word for every page of the
- * slice, which the slab layer fills (slab_pmap.h) so that free finds an
+ * The page map: after the descriptors, a 64-bit word for every page of the
+ * slice, which the slab layer fills (slab_types.h) so that free finds an
  * object's cache, slab and home in one dense word instead of the page's
- * 64-byte descriptor: 4 bytes a page, one cache line for 64 KiB of
+ * 64-byte descriptor: 8 bytes a page, one cache line for 32 KiB of
  * memory, where the descriptors take one line for each 4 KiB page, and a
  * program whose heap outgrows the caches missed on them at every free
  * (larson16 and its 40 MiB heap).  The vm layer only provides the room:
@@ -135,15 +135,15 @@ struct vm_slice {
  * map stays read-only zeros, and its frees read descriptors).
  */
 #define VM_PMAP_OFFSET SK_ALIGN_UP(128 + SLICE_PAGES * 64, SK_PAGE_SIZE)
-#define VM_HEADER_BYTES (VM_PMAP_OFFSET + SLICE_PAGES * sizeof(uint32_t))
+#define VM_HEADER_BYTES (VM_PMAP_OFFSET + SLICE_PAGES * sizeof(uint64_t))
 /* The page map of s (reads zeros where nothing was written). */
-static inline uint32_t *vm_pmap(struct vm_slice *s)
+static inline uint64_t *vm_pmap(struct vm_slice *s)
 {
-    return (uint32_t *)((char *)s + VM_PMAP_OFFSET);
+    return (uint64_t *)((char *)s + VM_PMAP_OFFSET);
 }
 /* The page map of s when it may be written: NULL for a slice whose header
  * is read-write only as far as its descriptors (a partial slice). */
-static inline uint32_t *vm_pmap_of(struct vm_slice *s)
+static inline uint64_t *vm_pmap_of(struct vm_slice *s)
 {
     return __atomic_load_n(&s->committed, __ATOMIC_RELAXED) >= VM_HEADER_BYTES ? vm_pmap(s) : NULL;
 }

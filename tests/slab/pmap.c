@@ -50,26 +50,27 @@ static struct walk walk_map(void)
     for (struct vm_slice *s = vm_slices(); s; s = s->next) {
         if (s->kind != VM_SLICE_BASE && s->kind != VM_SLICE_HUGE)
             continue;
-        uint32_t *map = vm_pmap_of(s);
+        uint64_t *map = vm_pmap_of(s);
         w.maps += map != NULL;
         size_t pages = s->mapped >> SK_PAGE_SHIFT;
         for (size_t i = 0; i < pages && i < SLICE_PAGES; i++) {
             struct sk_page *pg = (struct sk_page *)s->pages + i;
             uint32_t flags = pg->flags;
-            uint32_t word = vm_pmap(s)[i];
+            uint64_t word = vm_pmap(s)[i];
             bool slab = (flags & (PG_SLAB | PG_FRESH)) == PG_SLAB;
             if (word) {
                 w.words++;
-                struct slab_cache *c = slab_pmap_caches[word & 0xffff];
+                struct slab_cache *c = (struct slab_cache *)(uintptr_t)(word >> 16);
                 struct sk_page *head = slab ? pg->slab.head : NULL;
                 if (!map || !slab || !c || !c->pmap || pg->slab.cache != c ||
-                    (size_t)(pg - head) != ((word >> 16) & 0xff)) {
+                    (size_t)(pg - head) != ((word >> 8) & 0xff)) {
                     if (w.wrong++ < 5)
-                        diag("page %zu of slice %p: word %#x, flags %#x", i, (void *)s, word, flags);
+                        diag("page %zu of slice %p: word %#llx, flags %#x", i, (void *)s,
+                             (unsigned long long)word, flags);
                     continue;
                 }
                 union slab_counters cnt = { .v = head->slab.counters };
-                if (c->remote_free && cnt.owner != (uint8_t)(word >> 24))
+                if (c->remote_free && cnt.owner != (uint8_t)word)
                     w.homes++;
             } else if (map && slab && pg->slab.cache && pg->slab.cache->pmap) {
                 if (w.missing++ < 5)
@@ -91,7 +92,7 @@ static void check(const char *when)
 }
 
 /* The word of p's page (0: out of the map). */
-static uint32_t word_of(const void *p)
+static uint64_t word_of(const void *p)
 {
     struct vm_slice *s = vm_slice_of(p);
     return s ? vm_pmap(s)[((uintptr_t)p >> SK_PAGE_SHIFT) & (SLICE_PAGES - 1)] : 0;
@@ -199,7 +200,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < 8; k++)
         out += word_of(b0 + (size_t)k * 4096) == 0;
     is(out, 0, "all 8 handed out: all 8 pages in the map");
-    is((int)((word_of(b0 + 5 * 4096) >> 16) & 0xff), 5, "page 5's word says page 5 of its slab");
+    is((int)((word_of(b0 + 5 * 4096) >> 8) & 0xff), 5, "page 5's word says page 5 of its slab");
+    ok((struct slab_cache *)(uintptr_t)(word_of(b0) >> 16) == (struct slab_cache *)big,
+       "and names its cache");
     check("with a fresh range used up");
     for (int k = 0; k < 8; k++)
         sk_cache_free(big, b[k]);
