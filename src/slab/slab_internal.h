@@ -95,18 +95,25 @@ static inline uint64_t slab_pmap_word(const struct slab_cache *c, size_t i, uint
     return (uint64_t)(uintptr_t)c << 16 | (uint64_t)i << 8 | owner;
 }
 
+/* The words of slab pg's pages in the page map, or NULL where its pages
+ * stay out of it (a cache not mapped, a slice without a map). */
+static inline uint64_t *slab_pmap_at(const struct slab_cache *c, struct sk_page *pg)
+{
+    if (!c->pmap)
+        return NULL;
+    struct vm_slice *s = page_slice(pg);
+    uint64_t *map = vm_pmap_of(s);
+    return map ? map + (pg - (struct sk_page *)s->pages) : NULL;
+}
+
 /* Pages from..to of slab pg enter the map, with home `owner`: every object
  * starting on them is initialised (holds its marker). */
 static inline void slab_pmap_set(const struct slab_cache *c, struct sk_page *pg, size_t from, size_t to,
                                  uint8_t owner)
 {
-    if (!c->pmap)
-        return;
-    struct vm_slice *s = page_slice(pg);
-    uint64_t *map = vm_pmap_of(s);
+    uint64_t *map = slab_pmap_at(c, pg);
     if (!map)
         return;
-    map += pg - (struct sk_page *)s->pages;
     for (size_t i = from; i <= to; i++)
         __atomic_store_n(&map[i], slab_pmap_word(c, i, owner), __ATOMIC_RELEASE);
 }
@@ -114,13 +121,9 @@ static inline void slab_pmap_set(const struct slab_cache *c, struct sk_page *pg,
 /* Slab pg leaves the map (its discard, before the pages go back). */
 static inline void slab_pmap_clear(const struct slab_cache *c, struct sk_page *pg)
 {
-    if (!c->pmap)
-        return;
-    struct vm_slice *s = page_slice(pg);
-    uint64_t *map = vm_pmap_of(s);
+    uint64_t *map = slab_pmap_at(c, pg);
     if (!map)
         return;
-    map += pg - (struct sk_page *)s->pages;
     for (size_t i = 0; i < ((size_t)1 << c->order); i++)
         __atomic_store_n(&map[i], 0, __ATOMIC_RELEASE);
 }
@@ -130,13 +133,9 @@ static inline void slab_pmap_clear(const struct slab_cache *c, struct sk_page *p
  * so the map never gains a word here. */
 static inline void slab_pmap_owner(const struct slab_cache *c, struct sk_page *pg, uint8_t owner)
 {
-    if (!c->pmap)
-        return;
-    struct vm_slice *s = page_slice(pg);
-    uint64_t *map = vm_pmap_of(s);
+    uint64_t *map = slab_pmap_at(c, pg);
     if (!map)
         return;
-    map += pg - (struct sk_page *)s->pages;
     for (size_t i = 0; i < ((size_t)1 << c->order); i++) {
         uint64_t w = __atomic_load_n(&map[i], __ATOMIC_RELAXED);
         if (w && (uint8_t)w != owner)
