@@ -17,11 +17,16 @@
  * this slab" from interior pointers, the slab's tail, and what lies
  * before s_mem (Granlund and Montgomery's divisibility test).
  */
-static inline uint32_t slab_obj_exact(const struct slab_cache *c, const struct sk_page *pg, const void *p)
+static inline uint32_t slab_index_exact(const struct slab_cache *c, uint32_t off)
 {
-    uint32_t off = (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem);
     uint32_t q = off * c->inv;
     return (q >> c->shift) | (q << (-c->shift & 31));
+}
+
+/* The same for p on slab page pg. */
+static inline uint32_t slab_obj_exact(const struct slab_cache *c, const struct sk_page *pg, const void *p)
+{
+    return slab_index_exact(c, (uint32_t)((uintptr_t)p - (uintptr_t)pg->slab.s_mem));
 }
 
 /* The object containing p (p inside the slab's objects area). */
@@ -361,8 +366,7 @@ static inline void kfree_call(void *p, const char *call)
             union slab_counters cnt = { .v = __atomic_load_n(&pg->slab.counters, __ATOMIC_RELAXED) };
             owner = cnt.owner;
         }
-        uint32_t q = off * c->inv;
-        if (likely(((q >> c->shift) | (q << (-c->shift & 31))) < c->objects)) {
+        if (likely(slab_index_exact(c, off) < c->objects)) {
             slab_free_home(c, pg, p, call, owner);
             return;
         }
