@@ -130,7 +130,12 @@ static inline void slab_pmap_clear(const struct slab_cache *c, struct sk_page *p
 
 /* The slab's new home in the words of its pages in the map: a page not in
  * the map (fresh, or a discard racing in) is left out, by compare and swap,
- * so the map never gains a word here. */
+ * so the map never gains a word here.  The race is real in one place: a
+ * CPU slab deactivated full (slab_deactivate's mirror, after the cmpxchg
+ * that unfroze it) can be emptied by one chain meanwhile and discarded
+ * without a lock (slab_free_chain's `whole`); a plain store could then
+ * write a word for pages back in the page allocator.  The other mirrors
+ * run while their caller holds the slab (frozen to it, or list_lock). */
 static inline void slab_pmap_owner(const struct slab_cache *c, struct sk_page *pg, uint8_t owner)
 {
     uint64_t *map = slab_pmap_at(c, pg);
