@@ -97,6 +97,15 @@ static void check(const char *when)
         diag("%zu wrong, %zu missing, %zu slices with a map", w.wrong, w.missing, w.maps);
 }
 
+/* check, homes included: after threads that moved slabs between CPUs. */
+static void check_homes(const char *when)
+{
+    struct walk w = walk_map();
+    ok(w.wrong == 0 && w.missing == 0 && w.homes == 0,
+       "%s: the map agrees, homes too (%zu wrong, %zu missing, %zu homes off)", when, w.wrong, w.missing,
+       w.homes);
+}
+
 /* The word of p's page (0: out of the map). */
 static uint64_t word_of(const void *p)
 {
@@ -270,10 +279,7 @@ int main(int argc, char **argv)
             pthread_create(&t[i], NULL, cross, (void *)i);
         for (int i = 0; i < 2; i++)
             pthread_join(t[i], NULL);
-        struct walk w = walk_map();
-        ok(w.wrong == 0 && w.missing == 0 && w.homes == 0,
-           "after 20 rounds of malloc on CPU 0 and free on CPU 1: the map agrees, homes too "
-           "(%zu wrong, %zu missing, %zu homes off)", w.wrong, w.missing, w.homes);
+        check_homes("after 20 rounds of malloc on CPU 0 and free on CPU 1");
     } else {
         skip("one CPU: no slab changes home");
     }
@@ -290,10 +296,7 @@ int main(int argc, char **argv)
             pthread_join(t[i], NULL);
         for (int i = 0; i < RING; i++)
             free(ring[i]);
-        struct walk w = walk_map();
-        ok(w.wrong == 0 && w.missing == 0 && w.homes == 0,
-           "after 300 ms of cross-CPU malloc/free racing malloc_trim: the map agrees, homes too "
-           "(%zu wrong, %zu missing, %zu homes off)", w.wrong, w.missing, w.homes);
+        check_homes("after 300 ms of cross-CPU malloc/free racing malloc_trim");
     } else {
         skip("one CPU: no race between homes");
     }
